@@ -1,0 +1,170 @@
+/* MPA (RFC 5044 + RFC 6581): connection setup and FPDU framing.
+ *
+ * The only header DDP uses. Two halves:
+ *  - connection setup (mpa_cm.c): request/reply/reject, private data,
+ *    CRC and marker negotiation, IRD/ORD and RTR negotiation;
+ *  - framing (fpdu.c): FPDUs out (gathered, CRC32c via ISA-L, many per
+ *    syscall) and in (header, payload straight into its target, trailer).
+ */
+#ifndef UIWARP_MPA_H
+#define UIWARP_MPA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "mpa/llp.h"
+#include "mpa/mpa_wire.h"
+
+/* ---------------------------------------------------------------- CRC32c */
+
+/* CRC32c (Castagnoli) as MPA uses it: uiw_crc32c(0, p, n) is the finished
+ * CRC of p[0..n) (initial ~0, final XOR ~0). Chain by passing the previous
+ * result as crc. The wire carries it least-significant byte first, so
+ * crc32c("123456789") = 0xE3069283 goes out as 83 92 06 e3.
+ * Backed by ISA-L crc32_iscsi. Source: RFC 5044 §4.4, RFC 3720 B.4. */
+uint32_t uiw_crc32c(uint32_t crc, const void *p, size_t n);
+
+/* --------------------------------------------------------- connection setup */
+
+/* What one side asks for (request) or answers (reply). */
+struct mpa_params {
+	uint8_t rev;        /* MPA_REV_1 or MPA_REV_2 */
+	bool crc;           /* C flag */
+	bool markers;       /* M flag (we never ask; a request with M is rejected) */
+	bool p2p;           /* RFC 6581 peer-to-peer (A) */
+	uint8_t rtr;        /* MPA_RTR_* bit set: offered (request) / chosen (reply) */
+	uint16_t ird, ord;  /* RFC 6581 IRD / ORD (14 bits) */
+	bool enhanced;      /* E flag and the IRD/ORD word present (rev 2 only) */
+	uint16_t pd_len;    /* ULP private data length, not counting the RFC 6581 word */
+	uint8_t pd[MPA_MAX_PD_RFC];
+};
+
+/* The outcome of a completed handshake, the same on both ends. */
+struct mpa_negotiated {
+	uint8_t rev;
+	bool crc;          /* CRC32c used in both directions */
+	bool p2p;
+	uint8_t rtr;       /* the single RTR kind to send/expect (MPA_RTR_*), 0 if none */
+	uint16_t ird, ord; /* our IRD and ORD after relaxed negotiation (clamped) */
+	bool initiator;
+};
+
+/* Local policy: what we offer as initiator and accept as responder. */
+struct mpa_config {
+	uint8_t rev;          /* revision to send as initiator (default 2) */
+	bool crc;             /* ask for CRC (default on) */
+	bool crc_required;    /* refuse a peer that will not do CRC */
+	bool p2p;             /* ask for peer-to-peer as initiator (default on) */
+	uint8_t rtr_offer;    /* RTR kinds offered as initiator (default WRITE|READ) */
+	int timeout_ms;       /* wait for the peer's request/reply (default 10000) */
+};
+void mpa_config_default(struct mpa_config *cfg);
+
+/* Initiator (RFC 5044 §7.1.1, RFC 6581 §5): sends the MPA Request built from
+ * cfg, ird, ord and private data pd[0..pd_len) (pd_len <= MPA_MAX_PD - 4),
+ * then reads the Reply. On success fills *neg and *reply (the peer's private
+ * data without the RFC 6581 word is in reply->pd) and returns 0.
+ * Errors: -ECONNREFUSED the peer rejected (reply filled, with its private
+ * data); -ETIMEDOUT no reply in cfg->timeout_ms; -EPROTO a malformed reply
+ * or one we cannot accept (bad key, revision, markers, missing RTR);
+ * -EMSGSIZE pd too long; -ECONNRESET the stream ended; other -errno from the
+ * stream. On -EPROTO due to RFC 6581 the caller sends a Terminate with the
+ * code in *term_code (MPA_TERM_*), when term_code is not NULL. */
+int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird, uint16_t ord,
+		 const void *pd, uint16_t pd_len, struct mpa_params *reply,
+		 struct mpa_negotiated *neg, uint8_t *term_code);
+
+/* Responder, step 1 (RFC 5044 §7.1.2): reads and validates the MPA Request.
+ * Fills *req (private data without the RFC 6581 word in req->pd).
+ * Errors: -ETIMEDOUT, -EPROTO (bad key/revision/length; the caller just
+ * closes), -ECONNRESET, -errno. */
+int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req);
+
+/* Responder, step 2: sends the MPA Reply accepting *req with our ird/ord and
+ * private data pd[0..pd_len), choosing the RTR kind and CRC as RFC 6581 /
+ * the interop notes say (WRITE when offered, else READ, else SEND; CRC if
+ * either side asks). A request with markers is answered with a reject
+ * instead and -EPROTO returned. Fills *neg. Errors: -EMSGSIZE, -EPROTO,
+ * -errno from the stream. */
+int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const struct mpa_params *req,
+		    uint16_t ird, uint16_t ord, const void *pd, uint16_t pd_len,
+		    struct mpa_negotiated *neg);
+
+/* Responder: sends an MPA Reply with the R (reject) flag and private data
+ * pd[0..pd_len), answering *req's revision. Errors: -EMSGSIZE, -errno. */
+int mpa_send_reject(struct uiw_llp *llp, const struct mpa_params *req, const void *pd,
+		    uint16_t pd_len);
+
+/* ------------------------------------------------------------------ framing */
+
+/* Per-connection framing state; embedded by DDP in its connection. */
+struct mpa_conn {
+	struct uiw_llp *llp;
+	bool crc;          /* send and check CRC32c */
+	uint32_t mulpdu;   /* max ULPDU bytes (DDP header + payload) per FPDU */
+	/* receive side: bytes read ahead of the current FPDU (the next FPDU's
+	 * start), consumed before reading the stream again */
+	uint8_t carry[64];
+	uint32_t carry_len, carry_off;
+	/* receive side: the FPDU being read */
+	uint32_t rx_crc;      /* running CRC32c over what was received */
+	uint16_t rx_ulpdu_len;
+	uint32_t rx_left;     /* ULPDU bytes of this FPDU not yet consumed */
+};
+
+/* Sets up framing on a connection that finished its handshake. MULPDU is
+ * computed from the stream's EMSS so every FPDU fits one segment
+ * (RFC 5044 §4.1 with markers off: EMSS - (6 + EMSS mod 4)... rounded down to
+ * a multiple of 4, at least 128). */
+void mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg);
+
+/* A batch of FPDUs to go out in one sendmsg. */
+#define MPA_TX_MAX_FPDU 64
+#define MPA_TX_MAX_IOV 512
+struct mpa_txbatch {
+	int niov, nfpdu;
+	size_t bytes;
+	struct iovec iov[MPA_TX_MAX_IOV];
+	/* per FPDU: length prefix + DDP header copied here, and pad + CRC */
+	uint8_t head[MPA_TX_MAX_FPDU][2 + 32];
+	uint8_t tail[MPA_TX_MAX_FPDU][8];
+};
+
+/* Starts an empty batch. */
+void mpa_tx_begin(struct mpa_txbatch *b);
+
+/* Appends one FPDU: the ULPDU is hdr[0..hdr_len) (hdr_len <= 32, copied)
+ * followed by payload iov[0..n) (referenced, not copied: it must stay valid
+ * until mpa_tx_flush returns). hdr_len + payload must be <= c->mulpdu.
+ * Computes length, pad and CRC32c (RFC 5044 §4). Returns 0, or -ENOSPC when
+ * the batch has no room (flush and call again), -EINVAL if too long. */
+int mpa_tx_fpdu(struct mpa_conn *c, struct mpa_txbatch *b, const void *hdr, size_t hdr_len,
+		const struct iovec *iov, int n);
+
+/* Sends every FPDU in the batch (one sendmsg, retried on partial writes)
+ * and empties it. Returns 0 or -errno from the stream. */
+int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b);
+
+/* Receive, one FPDU at a time (RFC 5044 §4):
+ *   mpa_rx_begin   reads ULPDU_Length and the first hdr_len bytes of the
+ *                  ULPDU into hdr (blocking). Returns the ULPDU length
+ *                  (> 0), 0 on orderly end of stream before any byte of
+ *                  an FPDU, -EPROTO if the ULPDU is shorter than hdr_len or
+ *                  longer than the peer may send, -ECONNRESET/-errno.
+ *   mpa_rx_more    reads n more ULPDU bytes into buf (header tail).
+ *   mpa_rx_payload reads len ULPDU bytes straight into iov (the target
+ *                  buffer; NULL iov discards). Large payloads go from the
+ *                  kernel to iov with no intermediate buffer.
+ *   mpa_rx_end     reads pad and CRC and checks the CRC when negotiated:
+ *                  0, or -EBADMSG on a CRC mismatch (the caller sends a
+ *                  Terminate LLP/MPA_TERM_CRC).
+ * rx_left counts what is still unread of the ULPDU; mpa_rx_end requires it
+ * to be 0 (-EPROTO otherwise). */
+int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len);
+int mpa_rx_more(struct mpa_conn *c, void *buf, size_t n);
+int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
+int mpa_rx_end(struct mpa_conn *c);
+
+#endif

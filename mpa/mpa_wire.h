@@ -1,0 +1,73 @@
+/* MPA wire format: the one place for MPA structs and constants.
+ *
+ * Sources: RFC 5044 (MPA framing, request/reply frames, CRC, markers) and
+ * RFC 6581 (enhanced connection setup: IRD/ORD word, peer-to-peer RTR).
+ * All multi-byte fields are big-endian on the wire, except the CRC32c, whose
+ * four bytes go least-significant first (RFC 5044 §4.4 / RFC 3720 B.4).
+ */
+#ifndef UIWARP_MPA_WIRE_H
+#define UIWARP_MPA_WIRE_H
+
+#include <stdint.h>
+
+/* RFC 5044 §7.1: the 16-byte keys at the start of request and reply. */
+#define MPA_KEY_REQ "MPA ID Req Frame"
+#define MPA_KEY_REP "MPA ID Rep Frame"
+#define MPA_KEY_LEN 16
+
+/* RFC 5044 §7.1 flags byte (byte 16). */
+#define MPA_FLAG_MARKERS 0x80  /* M */
+#define MPA_FLAG_CRC 0x40      /* C */
+#define MPA_FLAG_REJECT 0x20   /* R */
+#define MPA_FLAG_ENHANCED 0x10 /* RFC 6581 §5: enhanced connection setup */
+#define MPA_FLAG_RES_MASK 0x0f /* reserved: ignored on receive, zero on send */
+
+#define MPA_REV_1 1
+#define MPA_REV_2 2
+
+/* RFC 5044 §7.1: PD_Length at most 512 bytes. Interop limit (rdma-core
+ * RDMA_MAX_PRIVATE_DATA, siw): 256 bytes including the RFC 6581 word. */
+#define MPA_MAX_PD_RFC 512
+#define MPA_MAX_PD 256
+
+/* Request/Reply frame header, 20 bytes, followed by PD_Length bytes. */
+struct mpa_rr_hdr {
+	char key[MPA_KEY_LEN];
+	uint8_t flags;
+	uint8_t rev;
+	uint16_t pd_len; /* big-endian */
+} __attribute__((packed));
+_Static_assert(sizeof(struct mpa_rr_hdr) == 20, "MPA req/rep header is 20 bytes");
+
+/* RFC 6581 §5: the first 4 bytes of private data when rev 2 and ENHANCED. */
+struct mpa_v2_ird_ord {
+	uint16_t ird; /* big-endian: A | B | IRD(14) */
+	uint16_t ord; /* big-endian: C | D | ORD(14) */
+} __attribute__((packed));
+#define MPA_V2_PEER_TO_PEER 0x8000 /* A, in the IRD word */
+#define MPA_V2_RTR_SEND 0x4000     /* B, in the IRD word: zero-length Send/FPDU */
+#define MPA_V2_RTR_WRITE 0x8000    /* C, in the ORD word: zero-length RDMA Write */
+#define MPA_V2_RTR_READ 0x4000     /* D, in the ORD word: zero-length RDMA Read */
+#define MPA_V2_IRD_ORD_MASK 0x3fff
+#define MPA_V2_IRD_ORD_NONE 0x3fff /* "do not negotiate" as sent by Intel */
+
+/* RTR kinds as a bit set, independent of which word carries them. */
+#define MPA_RTR_SEND 0x1
+#define MPA_RTR_WRITE 0x2
+#define MPA_RTR_READ 0x4
+
+/* RFC 5044 §4: an FPDU is ULPDU_Length(2) ULPDU PAD(0..3) CRC(4). */
+#define MPA_HDR_LEN 2
+#define MPA_CRC_LEN 4
+#define MPA_MARKER_PERIOD 512
+
+/* RFC 5040 §4.8 / RFC 6581 §8: LLP (MPA) Terminate error codes, layer 2. */
+#define MPA_TERM_TCP_LOST 0x01
+#define MPA_TERM_CRC 0x02
+#define MPA_TERM_MARKER 0x03
+#define MPA_TERM_BAD_REQREP 0x04
+#define MPA_TERM_LOCAL_CATASTROPHIC 0x05
+#define MPA_TERM_INSUFFICIENT_IRD 0x06
+#define MPA_TERM_NO_MATCHING_RTR 0x07
+
+#endif

@@ -1,0 +1,292 @@
+/* uiwarp engine API: RDMAP (RFC 5040) verbs semantics over DDP over MPA.
+ *
+ * The only header the verbs shim uses. Objects: protection domain (PD),
+ * memory region (MR, one STag used as lkey and rkey), completion queue (CQ),
+ * queue pair (QP), and the connection setup that binds a QP to a stream.
+ * Values of enum uiw_wc_status / uiw_wc_opcode / uiw_qp_state equal the
+ * corresponding libibverbs values, so the shim maps them by cast.
+ *
+ * Threads: a connected QP has one receive thread (placement, Read
+ * Responses are queued for the send side, completions) started by
+ * uiw_connect / uiw_accept; nothing is started before that (fork-safe).
+ * Every function here is thread-safe unless its comment says otherwise.
+ */
+#ifndef UIWARP_RDMAP_H
+#define UIWARP_RDMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* ------------------------------------------------------------------ PD, MR */
+
+struct uiw_pd;
+
+/* Returns a new PD, or NULL with errno ENOMEM. */
+struct uiw_pd *uiw_pd_alloc(void);
+/* 0, or -EBUSY while MRs or QPs still use it. */
+int uiw_pd_free(struct uiw_pd *pd);
+
+/* Access rights of an MR (values equal IBV_ACCESS_*). */
+enum {
+	UIW_ACCESS_LOCAL_WRITE = 1,
+	UIW_ACCESS_REMOTE_WRITE = 2,
+	UIW_ACCESS_REMOTE_READ = 4,
+	UIW_ACCESS_REMOTE_ATOMIC = 8,
+};
+
+struct uiw_mr {
+	struct uiw_pd *pd;
+	void *addr;      /* local start */
+	uint64_t iova;   /* the address the peer and SGEs use for addr */
+	uint64_t length; /* bytes */
+	uint32_t stag;   /* lkey == rkey; never 0 */
+	unsigned access;
+};
+
+/* Registers addr[0..length) with access (UIW_ACCESS_*), addressed as iova.
+ * REMOTE_WRITE without LOCAL_WRITE is -EINVAL (verbs rule). Returns 0 and
+ * *out, or -EINVAL, -ENOMEM. RFC 5040 §5.1 (STag), RFC 5041 §3. */
+int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, unsigned access,
+	       struct uiw_mr **out);
+/* Invalidates the STag, then frees. 0 or -EINVAL. */
+int uiw_mr_dereg(struct uiw_mr *mr);
+
+/* -------------------------------------------------------------------- CQ */
+
+enum uiw_wc_status {
+	UIW_WC_SUCCESS = 0,
+	UIW_WC_LOC_LEN_ERR = 1,
+	UIW_WC_LOC_QP_OP_ERR = 2,
+	UIW_WC_LOC_PROT_ERR = 4,
+	UIW_WC_WR_FLUSH_ERR = 5,
+	UIW_WC_LOC_ACCESS_ERR = 8,
+	UIW_WC_REM_INV_REQ_ERR = 9,
+	UIW_WC_REM_ACCESS_ERR = 10,
+	UIW_WC_REM_OP_ERR = 11,
+	UIW_WC_FATAL_ERR = 19,
+	UIW_WC_GENERAL_ERR = 21,
+};
+
+enum uiw_wc_opcode {
+	UIW_WC_SEND = 0,
+	UIW_WC_RDMA_WRITE = 1,
+	UIW_WC_RDMA_READ = 2,
+	UIW_WC_RECV = 128,
+};
+
+enum { UIW_WC_WITH_INV = 1 << 2 };
+
+struct uiw_wc {
+	uint64_t wr_id;
+	enum uiw_wc_status status;
+	enum uiw_wc_opcode opcode;
+	uint32_t byte_len;
+	uint32_t qp_num;
+	uint32_t invalidated_stag;
+	unsigned flags; /* UIW_WC_WITH_INV */
+	uint32_t vendor_err;
+	void *qp_ctx; /* the QP's ctx, as given to uiw_qp_create */
+};
+
+struct uiw_cq;
+/* Called (from an engine thread, no engine lock held) when a CQE is added
+ * to an armed CQ; the CQ is disarmed first (verbs req_notify semantics). */
+typedef void (*uiw_cq_notify_fn)(struct uiw_cq *cq, void *ctx);
+
+/* A CQ with room for depth CQEs. Returns 0 and *out, -EINVAL, -ENOMEM. */
+int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out);
+/* 0, or -EBUSY while QPs use it. */
+int uiw_cq_destroy(struct uiw_cq *cq);
+/* Moves up to n CQEs to wc[], oldest first. Returns the count (>= 0). */
+int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc);
+/* Arms the CQ: the next CQE (or next solicited one) calls fn. If CQEs that
+ * match are already queued, fn is not called for them (verbs semantics:
+ * the caller polls after arming). Returns 0. */
+int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only);
+/* True if the CQ overflowed; then the QPs using it went to ERR. */
+bool uiw_cq_overflowed(struct uiw_cq *cq);
+
+/* -------------------------------------------------------------------- QP */
+
+enum uiw_qp_state {
+	UIW_QPS_RESET = 0,
+	UIW_QPS_INIT = 1,
+	UIW_QPS_RTR = 2,
+	UIW_QPS_RTS = 3,
+	UIW_QPS_SQD = 4, /* iWARP: closing */
+	UIW_QPS_SQE = 5,
+	UIW_QPS_ERR = 6,
+};
+
+struct uiw_qp_init_attr {
+	struct uiw_pd *pd;
+	struct uiw_cq *send_cq, *recv_cq;
+	uint32_t max_send_wr, max_recv_wr; /* rounded up; actual written back */
+	uint32_t max_send_sge, max_recv_sge;
+	uint32_t max_inline;               /* bytes */
+	bool sq_sig_all;
+	void *ctx; /* echoed in uiw_wc.qp_ctx and events */
+};
+
+/* Capacities the engine gives at most (reported by the device query). */
+#define UIW_MAX_QP_WR 16384
+#define UIW_MAX_SGE 16
+#define UIW_MAX_INLINE 256
+#define UIW_MAX_IRD 128
+#define UIW_MAX_ORD 128
+#define UIW_MAX_CQE 262144
+
+struct uiw_qp;
+
+/* Creates a QP in INIT; writes the granted capacities back into *attr.
+ * Returns 0 and *out, -EINVAL (caps too large, missing PD/CQ), -ENOMEM. */
+int uiw_qp_create(struct uiw_qp_init_attr *attr, struct uiw_qp **out);
+/* Aborts the connection if any (no flush CQEs are generated after this
+ * returns), joins the engine threads, frees. Returns 0. */
+int uiw_qp_destroy(struct uiw_qp *qp);
+uint32_t uiw_qp_num(const struct uiw_qp *qp);
+enum uiw_qp_state uiw_qp_get_state(struct uiw_qp *qp);
+
+/* Moves the QP to state: ERR flushes every outstanding WR with
+ * UIW_WC_WR_FLUSH_ERR and aborts the stream; SQD starts a graceful close
+ * (sends FIN after queued work, RFC 5040 §6); RESET from ERR recycles the QP
+ * (unconnected). Other transitions are recorded (INIT/RTR/RTS before
+ * connect are allowed and have no effect on the wire).
+ * Returns 0 or -EINVAL for a transition the verbs do not allow. */
+int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state);
+
+struct uiw_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+enum uiw_wr_opcode {
+	UIW_WR_RDMA_WRITE = 0,
+	UIW_WR_SEND = 2,
+	UIW_WR_RDMA_READ = 4,
+	UIW_WR_SEND_WITH_INV = 9,
+};
+
+enum {
+	UIW_SEND_FENCE = 1,
+	UIW_SEND_SIGNALED = 2,
+	UIW_SEND_SOLICITED = 4,
+	UIW_SEND_INLINE = 8,
+};
+
+struct uiw_send_wr {
+	uint64_t wr_id;
+	enum uiw_wr_opcode opcode;
+	unsigned flags; /* UIW_SEND_* */
+	const struct uiw_sge *sg_list;
+	int num_sge;
+	uint64_t remote_addr; /* RDMA Write / Read: the peer's TO */
+	uint32_t rkey;        /* RDMA Write / Read: the peer's STag */
+	uint32_t invalidate_rkey;
+};
+
+struct uiw_recv_wr {
+	uint64_t wr_id;
+	const struct uiw_sge *sg_list;
+	int num_sge;
+};
+
+/* Posts n send WRs (RFC 5040 §5: Send, Send with Invalidate, RDMA Write,
+ * RDMA Read). SGEs are checked against the local MRs now (lkey, bounds,
+ * LOCAL_WRITE for a Read sink); inline data is copied now. The work goes
+ * out on the stream in gathered batches. Returns 0, or -errno with
+ * *bad = index of the first WR not posted: -ENOMEM send queue full,
+ * -EINVAL bad WR (opcode, num_sge, too much inline), -ENOTCONN/-EINVAL QP
+ * not in RTS (in ERR: the WR is accepted and completes with FLUSH_ERR, as
+ * the verbs say). */
+int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int *bad);
+/* Posts n receive WRs (untagged buffers for QN 0). Returns 0 or -errno with
+ * *bad as above: -ENOMEM queue full, -EINVAL too many SGEs. */
+int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int *bad);
+
+/* Connection events of a QP, reported through the callback below. */
+enum uiw_qp_event {
+	UIW_QP_EV_ESTABLISHED,  /* (not used: connect/accept return instead) */
+	UIW_QP_EV_DISCONNECTED, /* the stream closed: peer FIN, local close done */
+	UIW_QP_EV_TERMINATE,    /* a Terminate was sent or received; QP in ERR */
+	UIW_QP_EV_FATAL,        /* local catastrophic error; QP in ERR */
+};
+typedef void (*uiw_qp_event_fn)(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx);
+/* Sets the event callback (called from engine threads, at most once per
+ * event kind; DISCONNECTED comes last). */
+void uiw_qp_set_event_cb(struct uiw_qp *qp, uiw_qp_event_fn fn, void *ctx);
+
+/* -------------------------------------------------------- connection setup */
+
+/* Connection parameters (RFC 6581 IRD/ORD, ULP private data). */
+struct uiw_conn_param {
+	const void *private_data;
+	uint8_t private_data_len; /* bytes, at most UIW_MAX_PRIVATE_DATA */
+	uint8_t responder_resources; /* IRD: inbound RDMA Reads we accept */
+	uint8_t initiator_depth;     /* ORD: outbound RDMA Reads we issue */
+};
+#define UIW_MAX_PRIVATE_DATA 252 /* 256 - the RFC 6581 word */
+
+/* What the peer said in its MPA Request or Reply. */
+struct uiw_conn_info {
+	uint8_t private_data[UIW_MAX_PRIVATE_DATA];
+	uint8_t private_data_len;
+	uint8_t responder_resources, initiator_depth; /* the peer's IRD/ORD as seen by us:
+						       * responder_resources = min(our IRD, peer ORD) */
+	struct sockaddr_storage local, peer;
+};
+
+/* Active side (RFC 5044 §7.1.1, RFC 6581): TCP-connects to dst (from src
+ * if given), sends the MPA Request with param, reads the Reply, sends the
+ * RTR, starts the QP's engine threads and moves it to RTS. Blocks up to
+ * timeout_ms (< 0: the configured MPA timeout). Fills *info (the reply's
+ * private data). Errors: -ECONNREFUSED (TCP refused, or MPA reject: then
+ * info->private_data holds the reject's data and *rejected is set),
+ * -ETIMEDOUT, -EHOSTUNREACH/-ENETUNREACH, -EPROTO (bad reply; a Terminate
+ * was sent), -EINVAL (QP not in INIT/RTR/RTS-unconnected, private data too
+ * long), -errno. The QP is left unconnected (reusable) on error. */
+int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sockaddr *dst,
+		const struct uiw_conn_param *param, int timeout_ms, struct uiw_conn_info *info,
+		bool *rejected);
+
+struct uiw_listener;
+struct uiw_conn_req;
+
+/* Binds a TCP listener to addr (SO_REUSEADDR, port 0 picks one) with
+ * backlog. Returns 0 and *out, or -EADDRINUSE, -EADDRNOTAVAIL, -errno. */
+int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out);
+/* The bound address (port filled in). */
+void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out);
+/* Waits for the next connection and its MPA Request (RFC 5044 §7.1.2),
+ * at most timeout_ms (< 0: forever). A peer that never sends a valid
+ * request is dropped after the MPA timeout without returning. Returns 0
+ * and *out (fill *info with the request's private data, IRD/ORD, address),
+ * -ETIMEDOUT, -ECANCELED after uiw_listener_close, -errno. */
+int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_conn_req **out,
+			     struct uiw_conn_info *info);
+/* Stops the listener: wakes uiw_listener_get_request with -ECANCELED and
+ * frees it when no thread is inside. Returns 0. */
+int uiw_listener_close(struct uiw_listener *l);
+
+/* Accepts req on qp (in INIT/RTR): sends the MPA Reply with param, starts
+ * the QP's engine threads, waits for the peer's RTR (peer-to-peer) and
+ * moves the QP to RTS. req is consumed whatever the result. Errors:
+ * -ETIMEDOUT (no RTR), -EPROTO, -EINVAL, -errno. */
+int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_conn_param *param,
+	       int timeout_ms);
+/* Rejects req with an MPA Reply carrying R and private data; consumes req. */
+int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len);
+
+/* ------------------------------------------------------------- statistics */
+
+struct uiw_qp_stats {
+	uint64_t tx_fpdus, tx_bytes, tx_syscalls;
+	uint64_t rx_fpdus, rx_bytes, rx_syscalls;
+	uint64_t terminates_sent, terminates_recv;
+};
+void uiw_qp_get_stats(struct uiw_qp *qp, struct uiw_qp_stats *out);
+
+#endif
