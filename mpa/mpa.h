@@ -112,6 +112,8 @@ struct mpa_conn {
 	uint32_t rx_crc;      /* running CRC32c over what was received */
 	uint16_t rx_ulpdu_len;
 	uint32_t rx_left;     /* ULPDU bytes of this FPDU not yet consumed */
+	/* counters */
+	uint64_t tx_fpdus, tx_bytes, tx_syscalls, rx_fpdus, rx_bytes, rx_syscalls;
 };
 
 /* Sets up framing on a connection that finished its handshake. MULPDU is

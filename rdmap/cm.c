@@ -1,1 +1,440 @@
-/* placeholder: being written */
+/* Connection setup: TCP connect / listen / accept, the MPA handshake
+ * (RFC 5044 §7, RFC 6581) and the RTR, binding a QP to its stream. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmap/internal.h"
+
+struct uiw_listener {
+	int fd;
+	int wake[2]; /* pipe: close wakes waiters */
+	pthread_mutex_t lock;
+	int inside;
+	bool closed;
+};
+
+struct uiw_conn_req {
+	struct uiw_llp *llp;
+	struct mpa_params req;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static socklen_t sa_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+static uint8_t clamp8(uint16_t v)
+{
+	return v > 255 ? 255 : (uint8_t)v;
+}
+
+static void fill_addrs(struct uiw_llp *llp, struct uiw_conn_info *info)
+{
+	socklen_t l = sizeof(info->local);
+	getsockname(llp->fd, (struct sockaddr *)&info->local, &l);
+	l = sizeof(info->peer);
+	getpeername(llp->fd, (struct sockaddr *)&info->peer, &l);
+}
+
+static void fill_pd(struct uiw_conn_info *info, const struct mpa_params *p)
+{
+	uint16_t n = p->pd_len > UIW_MAX_PRIVATE_DATA ? UIW_MAX_PRIVATE_DATA : p->pd_len;
+	memcpy(info->private_data, p->pd, n);
+	info->private_data_len = (uint8_t)n;
+}
+
+/* Binds the stream to the QP and sets up framing; threads not yet started. */
+static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_negotiated *neg)
+{
+	qp->batch = malloc(sizeof(*qp->batch));
+	if (!qp->batch)
+		return -ENOMEM;
+	mpa_tx_begin(qp->batch);
+	qp->llp = llp;
+	qp->neg = *neg;
+	mpa_conn_init(&qp->mpa, llp, neg);
+	for (int i = 0; i < 3; i++)
+		qp->tx_msn[i] = qp->rx_msn[i] = 1;
+	qp->rx_send_active = false;
+	pthread_mutex_lock(&qp->lock);
+	qp->ird = neg->ird > UIW_MAX_IRD ? UIW_MAX_IRD : neg->ird;
+	qp->ord = neg->ord > UIW_MAX_ORD ? UIW_MAX_ORD : neg->ord;
+	qp->tx_gate_open = neg->initiator;
+	qp->rx_seen_first = false;
+	qp->terminated = qp->disconnected_reported = false;
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+static void qp_detach(struct uiw_qp *qp)
+{
+	free(qp->batch);
+	qp->batch = NULL;
+	qp->llp = NULL;
+}
+
+static bool qp_connectable(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	bool ok = !qp->connected && !qp->threads_started &&
+		  (qp->state == UIW_QPS_INIT || qp->state == UIW_QPS_RTR ||
+		   qp->state == UIW_QPS_RTS || qp->state == UIW_QPS_RESET);
+	pthread_mutex_unlock(&qp->lock);
+	return ok;
+}
+
+static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
+{
+	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (src) {
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, src, sa_len(src)) < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+	}
+	if (connect(fd, dst, sa_len(dst)) < 0) {
+		if (errno != EINPROGRESS) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int r;
+		do
+			r = poll(&p, 1, timeout_ms);
+		while (r < 0 && errno == EINTR);
+		if (r == 0) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		int err = 0;
+		socklen_t l = sizeof(err);
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+		if (err) {
+			close(fd);
+			return -err;
+		}
+	}
+	return fd;
+}
+
+int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sockaddr *dst,
+		const struct uiw_conn_param *param, int timeout_ms, struct uiw_conn_info *info,
+		bool *rejected)
+{
+	const struct uiw_config *cfg = uiw_config_get();
+	if (rejected)
+		*rejected = false;
+	if (param->private_data_len > UIW_MAX_PRIVATE_DATA || !qp_connectable(qp))
+		return -EINVAL;
+	struct mpa_config mc = cfg->mpa;
+	if (timeout_ms >= 0)
+		mc.timeout_ms = timeout_ms;
+
+	int fd = tcp_connect(src, dst, timeout_ms >= 0 ? timeout_ms : cfg->connect_timeout_ms);
+	if (fd < 0)
+		return fd;
+	struct uiw_llp *llp = uiw_llp_tcp_wrap(fd);
+	if (!llp) {
+		close(fd);
+		return -ENOMEM;
+	}
+	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
+	if (ird > UIW_MAX_IRD)
+		ird = UIW_MAX_IRD;
+	if (ord > UIW_MAX_ORD)
+		ord = UIW_MAX_ORD;
+	struct mpa_params *reply = calloc(1, sizeof(*reply));
+	if (!reply) {
+		llp->ops->destroy(llp);
+		return -ENOMEM;
+	}
+	struct mpa_negotiated neg;
+	uint8_t term = 0;
+	int rc = mpa_initiate(llp, &mc, ird, ord, param->private_data, param->private_data_len,
+			      reply, &neg, &term);
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		fill_pd(info, reply);
+		fill_addrs(llp, info);
+	}
+	if (rc == -ECONNREFUSED && rejected)
+		*rejected = true;
+	if (rc == -EPROTO && term) {
+		/* RFC 6581 §8: tell the peer why, then close */
+		struct mpa_negotiated tn = {.rev = reply->rev, .crc = reply->crc, .initiator = true};
+		if (qp_attach(qp, llp, &tn) == 0) {
+			uint8_t payload[4] = {RDMAP_LAYER_LLP << 4, term, 0, 0};
+			uiw_tx_send_terminate(qp, payload, sizeof(payload));
+			qp_detach(qp);
+		}
+	}
+	if (rc) {
+		free(reply);
+		llp->ops->destroy(llp);
+		return rc;
+	}
+	if (info) {
+		info->responder_resources = clamp8(reply->ord);
+		info->initiator_depth = clamp8(reply->ird);
+	}
+	free(reply);
+	rc = qp_attach(qp, llp, &neg);
+	if (rc) {
+		llp->ops->destroy(llp);
+		return rc;
+	}
+	/* RFC 6581 §4: the RTR is the first FPDU, before any ULP data */
+	if (neg.p2p && neg.rtr)
+		rc = uiw_tx_send_rtr(qp, neg.rtr);
+	if (!rc)
+		rc = uiw_qp_start(qp);
+	if (rc) {
+		qp_detach(qp);
+		llp->ops->destroy(llp);
+		pthread_mutex_lock(&qp->lock);
+		qp->connected = false;
+		pthread_mutex_unlock(&qp->lock);
+		return rc;
+	}
+	return 0;
+}
+
+int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out)
+{
+	struct uiw_listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (l->fd < 0) {
+		int e = errno;
+		free(l);
+		return -e;
+	}
+	int one = 1;
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (addr->sa_family == AF_INET6) {
+		int zero = 0;
+		setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	}
+	if (bind(l->fd, addr, sa_len(addr)) < 0 || listen(l->fd, backlog > 0 ? backlog : 64) < 0 ||
+	    pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		int e = errno;
+		close(l->fd);
+		free(l);
+		return -e;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	*out = l;
+	return 0;
+}
+
+void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out)
+{
+	socklen_t len = sizeof(*out);
+	memset(out, 0, sizeof(*out));
+	getsockname(l->fd, (struct sockaddr *)out, &len);
+}
+
+static void listener_free(struct uiw_listener *l)
+{
+	close(l->fd);
+	close(l->wake[0]);
+	close(l->wake[1]);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+/* Leaves the listener; frees it if it was closed and we were the last. */
+static void listener_leave(struct uiw_listener *l)
+{
+	pthread_mutex_lock(&l->lock);
+	bool last = --l->inside == 0 && l->closed;
+	pthread_mutex_unlock(&l->lock);
+	if (last)
+		listener_free(l);
+}
+
+int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_conn_req **out,
+			     struct uiw_conn_info *info)
+{
+	const struct uiw_config *cfg = uiw_config_get();
+	pthread_mutex_lock(&l->lock);
+	if (l->closed) {
+		pthread_mutex_unlock(&l->lock);
+		return -ECANCELED;
+	}
+	l->inside++;
+	pthread_mutex_unlock(&l->lock);
+	uint64_t end = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : UINT64_MAX;
+	int rc;
+	for (;;) {
+		pthread_mutex_lock(&l->lock);
+		bool closed = l->closed;
+		pthread_mutex_unlock(&l->lock);
+		if (closed) {
+			rc = -ECANCELED;
+			break;
+		}
+		uint64_t now = now_ms();
+		if (now >= end) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		struct pollfd p[2] = {{.fd = l->fd, .events = POLLIN},
+				      {.fd = l->wake[0], .events = POLLIN}};
+		int wait = end == UINT64_MAX ? -1 : (int)(end - now);
+		int r = poll(p, 2, wait);
+		if (r < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		if (r <= 0 || !(p[0].revents & POLLIN))
+			continue;
+		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct uiw_llp *llp = uiw_llp_tcp_wrap(fd);
+		if (!llp) {
+			close(fd);
+			continue;
+		}
+		struct uiw_conn_req *cr = calloc(1, sizeof(*cr));
+		if (!cr) {
+			llp->ops->destroy(llp);
+			continue;
+		}
+		/* RFC 5044 §7.1.2: a peer that never sends a valid request is
+		 * dropped after the MPA timeout */
+		if (mpa_recv_request(llp, cfg->mpa.timeout_ms, &cr->req) != 0) {
+			llp->ops->destroy(llp);
+			free(cr);
+			continue;
+		}
+		if (cr->req.markers) {
+			/* markers are not supported: reject (as siw does) */
+			mpa_send_reject(llp, &cr->req, NULL, 0);
+			llp->ops->destroy(llp);
+			free(cr);
+			continue;
+		}
+		cr->llp = llp;
+		if (info) {
+			memset(info, 0, sizeof(*info));
+			fill_pd(info, &cr->req);
+			fill_addrs(llp, info);
+			/* seen from our side: the peer's ORD is what we must serve */
+			info->responder_resources = clamp8(cr->req.ord);
+			info->initiator_depth = clamp8(cr->req.ird);
+		}
+		*out = cr;
+		rc = 0;
+		break;
+	}
+	listener_leave(l);
+	return rc;
+}
+
+int uiw_listener_close(struct uiw_listener *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->closed = true;
+	bool free_now = l->inside == 0;
+	pthread_mutex_unlock(&l->lock);
+	if (write(l->wake[1], "x", 1) < 0) {
+		/* the pipe is non-blocking; a full pipe already wakes waiters */
+	}
+	if (free_now)
+		listener_free(l);
+	return 0;
+}
+
+int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_conn_param *param,
+	       int timeout_ms)
+{
+	const struct uiw_config *cfg = uiw_config_get();
+	struct uiw_llp *llp = req->llp;
+	int rc = -EINVAL;
+	if (param->private_data_len > UIW_MAX_PRIVATE_DATA || !qp_connectable(qp))
+		goto fail;
+	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
+	if (ird > UIW_MAX_IRD)
+		ird = UIW_MAX_IRD;
+	if (ord > UIW_MAX_ORD)
+		ord = UIW_MAX_ORD;
+	struct mpa_negotiated neg;
+	rc = mpa_send_accept(llp, &cfg->mpa, &req->req, ird, ord, param->private_data,
+			     param->private_data_len, &neg);
+	if (rc)
+		goto fail;
+	rc = qp_attach(qp, llp, &neg);
+	if (rc)
+		goto fail;
+	rc = uiw_qp_start(qp);
+	if (rc) {
+		qp_detach(qp);
+		goto fail;
+	}
+	free(req);
+	if (!neg.p2p)
+		return 0;
+	/* RFC 6581 §4: established once the initiator's RTR has arrived */
+	uint64_t end = now_ms() + (uint64_t)(timeout_ms >= 0 ? timeout_ms : cfg->mpa.timeout_ms);
+	pthread_mutex_lock(&qp->lock);
+	while (!qp->rx_seen_first) {
+		uint64_t now = now_ms();
+		if (now >= end)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t wait = end - now > 50 ? 50 : end - now;
+		ts.tv_nsec += (long)(wait * 1000000);
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+	}
+	bool ok = qp->rx_seen_first && qp->state == UIW_QPS_RTS;
+	bool seen = qp->rx_seen_first;
+	pthread_mutex_unlock(&qp->lock);
+	if (!ok) {
+		uiw_qp_modify(qp, UIW_QPS_ERR);
+		return seen ? -ECONNRESET : -ETIMEDOUT;
+	}
+	return 0;
+fail:
+	llp->ops->destroy(llp);
+	free(req);
+	return rc;
+}
+
+int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len)
+{
+	int rc = len > UIW_MAX_PRIVATE_DATA
+			 ? -EINVAL
+			 : mpa_send_reject(req->llp, &req->req, private_data, len);
+	req->llp->ops->shutdown_send(req->llp);
+	req->llp->ops->destroy(req->llp);
+	free(req);
+	return rc;
+}

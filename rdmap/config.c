@@ -1,1 +1,57 @@
-/* placeholder: being written */
+/* Engine configuration from the environment, read once.
+ *
+ * | variable              | default | meaning                                        |
+ * | UIWARP_MPA_REV        | 2       | MPA revision sent as initiator (1 or 2)        |
+ * | UIWARP_MPA_CRC        | 1       | ask for CRC32c (0: only if the peer asks)      |
+ * | UIWARP_MPA_CRC_REQUIRED | 0     | refuse peers that will not use CRC             |
+ * | UIWARP_P2P            | 1       | RFC 6581 peer-to-peer mode as initiator        |
+ * | UIWARP_RTR            | both    | RTR kinds offered: write, read or both         |
+ * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
+ * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmap/internal.h"
+
+static struct uiw_config cfg;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return def;
+	char *end;
+	long x = strtol(v, &end, 0);
+	return *end ? def : x;
+}
+
+static void config_load(void)
+{
+	mpa_config_default(&cfg.mpa);
+	long rev = env_long("UIWARP_MPA_REV", cfg.mpa.rev);
+	if (rev == 1 || rev == 2)
+		cfg.mpa.rev = (uint8_t)rev;
+	cfg.mpa.crc = env_long("UIWARP_MPA_CRC", cfg.mpa.crc) != 0;
+	cfg.mpa.crc_required = env_long("UIWARP_MPA_CRC_REQUIRED", cfg.mpa.crc_required) != 0;
+	cfg.mpa.p2p = env_long("UIWARP_P2P", cfg.mpa.p2p) != 0;
+	const char *rtr = getenv("UIWARP_RTR");
+	if (rtr && !strcmp(rtr, "write"))
+		cfg.mpa.rtr_offer = MPA_RTR_WRITE;
+	else if (rtr && !strcmp(rtr, "read"))
+		cfg.mpa.rtr_offer = MPA_RTR_READ;
+	else if (rtr && !strcmp(rtr, "both"))
+		cfg.mpa.rtr_offer = MPA_RTR_WRITE | MPA_RTR_READ;
+	long t = env_long("UIWARP_MPA_TIMEOUT_MS", cfg.mpa.timeout_ms);
+	if (t > 0)
+		cfg.mpa.timeout_ms = (int)t;
+	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
+	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
+}
+
+const struct uiw_config *uiw_config_get(void)
+{
+	pthread_once(&once, config_load);
+	return &cfg;
+}

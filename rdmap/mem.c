@@ -1,1 +1,147 @@
-/* placeholder: being written */
+/* Protection domains and memory regions: the STag table (RFC 5040 §5.1,
+ * RFC 5041 §3: STag, base and bounds, access rights).
+ *
+ * An STag is index << 8 | key; index 0 is never used, so STag 0 and the RTR
+ * STag 1 never name an MR. The table maps index -> MR; lookups take a
+ * reference so a concurrent dereg never frees an MR being placed into.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "rdmap/internal.h"
+
+#define STAG_TABLE_SIZE (1u << 18)
+
+static pthread_mutex_t tbl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uiw_mr_int **tbl;
+static uint32_t tbl_next = 1;
+static uint8_t tbl_key;
+
+struct uiw_pd *uiw_pd_alloc(void)
+{
+	struct uiw_pd *pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		errno = ENOMEM;
+	return pd;
+}
+
+int uiw_pd_free(struct uiw_pd *pd)
+{
+	if (atomic_load(&pd->refs) > 0)
+		return -EBUSY;
+	free(pd);
+	return 0;
+}
+
+int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, unsigned access,
+	       struct uiw_mr **out)
+{
+	if (!pd || (!addr && length))
+		return -EINVAL;
+	if ((access & UIW_ACCESS_REMOTE_WRITE) && !(access & UIW_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (iova + length < iova)
+		return -EINVAL;
+	struct uiw_mr_int *mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	pthread_mutex_lock(&tbl_lock);
+	if (!tbl) {
+		tbl = calloc(STAG_TABLE_SIZE, sizeof(*tbl));
+		if (!tbl) {
+			pthread_mutex_unlock(&tbl_lock);
+			free(mr);
+			return -ENOMEM;
+		}
+	}
+	uint32_t idx = 0;
+	for (uint32_t n = 0; n < STAG_TABLE_SIZE - 1; n++) {
+		uint32_t i = tbl_next;
+		tbl_next = tbl_next + 1 >= STAG_TABLE_SIZE ? 1 : tbl_next + 1;
+		if (!tbl[i]) {
+			idx = i;
+			break;
+		}
+	}
+	if (!idx) {
+		pthread_mutex_unlock(&tbl_lock);
+		free(mr);
+		return -ENOMEM;
+	}
+	mr->pub.pd = pd;
+	mr->pub.addr = addr;
+	mr->pub.iova = iova;
+	mr->pub.length = length;
+	mr->pub.access = access;
+	mr->pub.stag = idx << 8 | tbl_key++;
+	atomic_init(&mr->refs, 1);
+	atomic_init(&mr->valid, true);
+	tbl[idx] = mr;
+	pthread_mutex_unlock(&tbl_lock);
+	atomic_fetch_add(&pd->refs, 1);
+	*out = &mr->pub;
+	return 0;
+}
+
+int uiw_mr_dereg(struct uiw_mr *pub)
+{
+	struct uiw_mr_int *mr = (struct uiw_mr_int *)pub;
+	uint32_t idx = pub->stag >> 8;
+	pthread_mutex_lock(&tbl_lock);
+	if (!tbl || idx >= STAG_TABLE_SIZE || tbl[idx] != mr) {
+		pthread_mutex_unlock(&tbl_lock);
+		return -EINVAL;
+	}
+	tbl[idx] = NULL;
+	atomic_store(&mr->valid, false);
+	pthread_mutex_unlock(&tbl_lock);
+	atomic_fetch_sub(&pub->pd->refs, 1);
+	uiw_mr_put(mr);
+	return 0;
+}
+
+struct uiw_mr_int *uiw_mr_get(uint32_t stag)
+{
+	uint32_t idx = stag >> 8;
+	struct uiw_mr_int *mr = NULL;
+	if (idx == 0 || idx >= STAG_TABLE_SIZE)
+		return NULL;
+	pthread_mutex_lock(&tbl_lock);
+	if (tbl && tbl[idx] && tbl[idx]->pub.stag == stag && atomic_load(&tbl[idx]->valid)) {
+		mr = tbl[idx];
+		atomic_fetch_add(&mr->refs, 1);
+	}
+	pthread_mutex_unlock(&tbl_lock);
+	return mr;
+}
+
+void uiw_mr_put(struct uiw_mr_int *mr)
+{
+	if (mr && atomic_fetch_sub(&mr->refs, 1) == 1)
+		free(mr);
+}
+
+void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_write,
+		      enum uiw_wc_status *err)
+{
+	struct uiw_mr_int *mr = uiw_mr_get(sge->lkey);
+	void *p = NULL;
+	*err = UIW_WC_LOC_PROT_ERR;
+	if (!mr)
+		return NULL;
+	const struct uiw_mr *m = &mr->pub;
+	if (m->pd != pd)
+		goto out;
+	if (sge->addr < m->iova || sge->addr - m->iova > m->length ||
+	    sge->length > m->length - (sge->addr - m->iova))
+		goto out;
+	if (need_write && !(m->access & UIW_ACCESS_LOCAL_WRITE)) {
+		*err = UIW_WC_LOC_ACCESS_ERR;
+		goto out;
+	}
+	p = (uint8_t *)m->addr + (sge->addr - m->iova);
+	*err = UIW_WC_SUCCESS;
+out:
+	uiw_mr_put(mr);
+	return p;
+}

@@ -1,1 +1,425 @@
-/* placeholder: being written */
+/* The receive side of a connected QP: one thread that reads FPDUs, validates
+ * them (RFC 5041 §7 / RFC 5040 §7 error checks) and places payload straight
+ * into the target buffer (tagged: the STag's MR; untagged: the posted
+ * receive), then generates completions. Every protocol error goes to
+ * uiw_terminate().
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "rdmap/internal.h"
+
+#define TERM(l, e, c) ((struct uiw_term){.layer = (l), .etype = (e), .ecode = (c)})
+
+static void term_seg(struct uiw_qp *qp, struct uiw_term t, const struct ddp_rx_seg *s)
+{
+	t.has_seg = true;
+	t.seg = *s;
+	uiw_terminate(qp, &t);
+}
+
+/* Reads the payload into the target. Small payloads are staged so the CRC is
+ * checked before placement; large ones are placed directly and checked
+ * after. Returns 0, -EBADMSG (CRC), or -errno from the stream. */
+static int place(struct uiw_qp *qp, const struct iovec *iov, int n, size_t len)
+{
+	if (len <= UIW_RX_STAGE_MAX) {
+		static __thread uint8_t stage[UIW_RX_STAGE_MAX];
+		struct iovec sv = {.iov_base = stage, .iov_len = len};
+		int r = ddp_rx_payload(&qp->mpa, &sv, 1, len);
+		if (!r)
+			r = ddp_rx_end(&qp->mpa);
+		if (r)
+			return r;
+		size_t off = 0;
+		for (int i = 0; i < n && off < len; i++) {
+			size_t k = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
+			memcpy(iov[i].iov_base, stage + off, k);
+			off += k;
+		}
+		return 0;
+	}
+	int r = ddp_rx_payload(&qp->mpa, iov, n, len);
+	return r ? r : ddp_rx_end(&qp->mpa);
+}
+
+/* Terminates for a failed place(): CRC error or a dead stream. */
+static void place_failed(struct uiw_qp *qp, int r)
+{
+	if (r == -EBADMSG)
+		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
+}
+
+/* Validates a tagged segment against its STag (RFC 5041 §7.2, RFC 5040
+ * §7.3): known, valid, same PD, access, base and bounds. On success *ptr is
+ * where the payload goes. */
+static bool tagged_check(struct uiw_qp *qp, const struct ddp_rx_seg *s, unsigned need_access,
+			 void **ptr)
+{
+	struct uiw_mr_int *mr = qp->rx_mr;
+	if (!mr || mr->pub.stag != s->stag || !atomic_load(&mr->valid)) {
+		uiw_mr_put(mr);
+		mr = qp->rx_mr = uiw_mr_get(s->stag);
+	}
+	if (!mr) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_INVALID_STAG), s);
+		return false;
+	}
+	const struct uiw_mr *m = &mr->pub;
+	if (m->pd != qp->pd) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_STAG_NOT_ASSOC), s);
+		return false;
+	}
+	if (!(m->access & need_access)) {
+		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, RDMAP_ECODE_ACCESS),
+			 s);
+		return false;
+	}
+	if (s->to + s->payload_len < s->to) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_TO_WRAP), s);
+		return false;
+	}
+	if (s->to < m->iova || s->to - m->iova > m->length ||
+	    s->payload_len > m->length - (s->to - m->iova)) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
+		return false;
+	}
+	*ptr = (uint8_t *)m->addr + (s->to - m->iova);
+	return true;
+}
+
+static bool rx_write(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	if (s->payload_len == 0) {
+		/* A zero-length Write places nothing: no STag check (the RTR
+		 * carries STag 1). */
+		int r = ddp_rx_end(&qp->mpa);
+		if (r)
+			place_failed(qp, r);
+		return r == 0;
+	}
+	void *p;
+	if (!tagged_check(qp, s, UIW_ACCESS_REMOTE_WRITE, &p))
+		return false;
+	struct iovec v = {.iov_base = p, .iov_len = s->payload_len};
+	int r = place(qp, &v, 1, s->payload_len);
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	return true;
+}
+
+static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	pthread_mutex_lock(&qp->lock);
+	bool have = qp->orq_head != qp->orq_tail;
+	struct orq_entry o = have ? qp->orq[qp->orq_head % qp->orq_size] : (struct orq_entry){0};
+	pthread_mutex_unlock(&qp->lock);
+	/* RFC 5040 §7.2: a Read Response with no outstanding Read, or for
+	 * another sink, is an unexpected opcode / invalid STag. */
+	if (!have) {
+		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+			 s);
+		return false;
+	}
+	if (s->payload_len) {
+		if (s->stag != o.sink_stag || s->to != o.sink_to + o.got ||
+		    s->payload_len > o.size - o.got) {
+			term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS),
+				 s);
+			return false;
+		}
+		void *p;
+		if (!tagged_check(qp, s, 0xff, &p))
+			return false;
+		struct iovec v = {.iov_base = p, .iov_len = s->payload_len};
+		int r = place(qp, &v, 1, s->payload_len);
+		if (r) {
+			place_failed(qp, r);
+			return false;
+		}
+	} else {
+		int r = ddp_rx_end(&qp->mpa);
+		if (r) {
+			place_failed(qp, r);
+			return false;
+		}
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (qp->orq_head != qp->orq_tail) {
+		struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
+		e->got += s->payload_len;
+		if (s->last) {
+			if (e->sq_idx != UINT32_MAX) {
+				struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
+				if (e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head &&
+				    w->st == WQE_SENT)
+					w->st = WQE_DONE;
+			}
+			qp->orq_head++;
+			uiw_sq_reap(qp);
+			/* the SQ may have stalled on ORD or a fence */
+			qp->tx_kick = qp->tx_wake = true;
+			pthread_cond_broadcast(&qp->cond);
+		}
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return true;
+}
+
+static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
+{
+	/* RFC 5041 §7.3: MSN must be the expected one, MO the bytes so far. */
+	if (s->msn != qp->rx_msn[DDP_QN_SEND]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	pthread_mutex_lock(&qp->lock);
+	bool have = qp->rq_head != qp->rq_tail;
+	struct rq_wqe r = have ? qp->rq[qp->rq_head & (qp->rq_size - 1)] : (struct rq_wqe){0};
+	pthread_mutex_unlock(&qp->lock);
+	if (!have) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
+		return false;
+	}
+	uint64_t got = qp->rx_send_active ? qp->rx_send_got : 0;
+	if (s->mo != got) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	if (got + s->payload_len > r.len) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_TOO_LONG), s);
+		return false;
+	}
+	/* the part of the receive buffer at [got, got + len) */
+	struct iovec v[UIW_MAX_SGE];
+	int nv = 0;
+	uint64_t skip = got, left = s->payload_len;
+	for (int i = 0; i < r.niov && left; i++) {
+		if (skip >= r.iov[i].iov_len) {
+			skip -= r.iov[i].iov_len;
+			continue;
+		}
+		size_t k = r.iov[i].iov_len - skip;
+		if (k > left)
+			k = left;
+		v[nv].iov_base = (uint8_t *)r.iov[i].iov_base + skip;
+		v[nv++].iov_len = k;
+		left -= k;
+		skip = 0;
+	}
+	int rc = place(qp, v, nv, s->payload_len);
+	if (rc) {
+		place_failed(qp, rc);
+		return false;
+	}
+	qp->rx_send_active = !s->last;
+	qp->rx_send_got = got + s->payload_len;
+	if (!s->last)
+		return true;
+	qp->rx_msn[DDP_QN_SEND]++;
+	bool inv = op == RDMAP_SEND_INV || op == RDMAP_SEND_SE_INV;
+	bool se = op == RDMAP_SEND_SE || op == RDMAP_SEND_SE_INV;
+	struct uiw_wc wc = {.wr_id = r.wr_id,
+			    .status = UIW_WC_SUCCESS,
+			    .opcode = UIW_WC_RECV,
+			    .byte_len = (uint32_t)qp->rx_send_got,
+			    .qp_num = qp->qpn,
+			    .qp_ctx = qp->ctx,
+			    .flags = inv ? UIW_WC_WITH_INV : 0,
+			    .invalidated_stag = inv ? s->ulp_rsvd : 0};
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state != UIW_QPS_ERR && qp->rq_head != qp->rq_tail) {
+		qp->rq_head++;
+		uiw_cq_push(qp->rcq, &wc, se);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return true;
+}
+
+static bool rx_read_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	struct rdmap_read_req rr;
+	if (s->msn != qp->rx_msn[DDP_QN_READ_REQ]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	if (s->payload_len != sizeof(rr) || s->mo != 0 || !s->last) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	struct iovec v = {.iov_base = &rr, .iov_len = sizeof(rr)};
+	int r = place(qp, &v, 1, sizeof(rr));
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	qp->rx_msn[DDP_QN_READ_REQ]++;
+	struct irq_entry e = {.sink_stag = be32toh(rr.sink_stag),
+			      .sink_to = be64toh(rr.sink_to),
+			      .size = be32toh(rr.read_size)};
+	struct uiw_term t = {.has_seg = true, .seg = *s, .has_rreq = true, .rreq = rr};
+	pthread_mutex_lock(&qp->lock);
+	/* a zero-length Read (the Read RTR) is answered even with IRD 0 */
+	uint32_t limit = qp->ird ? qp->ird : (e.size == 0 ? 1 : 0);
+	bool full = qp->irq_tail - qp->irq_head >= limit;
+	pthread_mutex_unlock(&qp->lock);
+	if (full) {
+		/* RFC 5040 §6.5: more outstanding Reads than the negotiated IRD */
+		t.layer = RDMAP_LAYER_DDP;
+		t.etype = DDP_ETYPE_UNTAGGED;
+		t.ecode = DDP_UNTAGGED_MSN_RANGE;
+		uiw_terminate(qp, &t);
+		return false;
+	}
+	if (e.size) {
+		uint32_t src_stag = be32toh(rr.src_stag);
+		uint64_t src_to = be64toh(rr.src_to);
+		struct uiw_mr_int *mr = uiw_mr_get(src_stag);
+		t.layer = RDMAP_LAYER_RDMAP;
+		t.etype = RDMAP_ETYPE_REMOTE_PROT;
+		if (!mr) {
+			t.ecode = RDMAP_ECODE_INVALID_STAG;
+		} else if (mr->pub.pd != qp->pd) {
+			t.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
+		} else if (!(mr->pub.access & UIW_ACCESS_REMOTE_READ)) {
+			t.ecode = RDMAP_ECODE_ACCESS;
+		} else if (src_to + e.size < src_to) {
+			t.ecode = RDMAP_ECODE_TO_WRAP;
+		} else if (src_to < mr->pub.iova || src_to - mr->pub.iova > mr->pub.length ||
+			   e.size > mr->pub.length - (src_to - mr->pub.iova)) {
+			t.ecode = RDMAP_ECODE_BASE_BOUNDS;
+		} else {
+			e.src = mr;
+			e.src_ptr = (uint8_t *)mr->pub.addr + (src_to - mr->pub.iova);
+		}
+		if (!e.src) {
+			uiw_mr_put(mr);
+			uiw_terminate(qp, &t);
+			return false;
+		}
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state == UIW_QPS_ERR) {
+		pthread_mutex_unlock(&qp->lock);
+		uiw_mr_put(e.src);
+		return false;
+	}
+	qp->irq[qp->irq_tail++ % qp->irq_size] = e;
+	qp->tx_kick = qp->tx_wake = true;
+	pthread_cond_broadcast(&qp->cond);
+	pthread_mutex_unlock(&qp->lock);
+	return true;
+}
+
+static bool rx_terminate(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	uint8_t buf[RDMAP_TERM_MAX_PAYLOAD + 64];
+	uint32_t n = s->payload_len < sizeof(buf) ? s->payload_len : sizeof(buf);
+	struct iovec v = {.iov_base = buf, .iov_len = n};
+	if (ddp_rx_payload(&qp->mpa, &v, 1, n) == 0 && n == s->payload_len)
+		(void)ddp_rx_end(&qp->mpa);
+	pthread_mutex_lock(&qp->lock);
+	qp->stats.terminates_recv++;
+	qp->terminated = true;
+	if (qp->state != UIW_QPS_ERR)
+		uiw_qp_flush_locked(qp);
+	pthread_mutex_unlock(&qp->lock);
+	/* RFC 5040 §6.3: after a Terminate the stream is closed */
+	if (qp->llp)
+		qp->llp->ops->shutdown_send(qp->llp);
+	uiw_qp_report(qp, UIW_QP_EV_TERMINATE);
+	return false;
+}
+
+/* Handles one segment; false when the stream is finished with. */
+static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	int ec = ddp_check_version(s);
+	if (ec) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, s->tagged ? DDP_ETYPE_TAGGED : DDP_ETYPE_UNTAGGED,
+				  (uint8_t)ec),
+			 s);
+		return false;
+	}
+	if ((s->ulp_ctrl >> RDMAP_VERSION_SHIFT) != RDMAP_VERSION) {
+		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_BAD_VERSION),
+			 s);
+		return false;
+	}
+	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
+	bool tagged_op = op == RDMAP_RDMA_WRITE || op == RDMAP_RDMA_READ_RESP;
+	if (op > RDMAP_TERMINATE || tagged_op != s->tagged) {
+		term_seg(qp,
+			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP), s);
+		return false;
+	}
+	if (!s->tagged) {
+		static const uint8_t qn_of[8] = {0, DDP_QN_READ_REQ, 0, 0, 0, 0, 0, DDP_QN_TERMINATE};
+		if (s->qn != qn_of[op]) {
+			term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN),
+				 s);
+			return false;
+		}
+	}
+	switch (op) {
+	case RDMAP_RDMA_WRITE:
+		return rx_write(qp, s);
+	case RDMAP_RDMA_READ_RESP:
+		return rx_read_resp(qp, s);
+	case RDMAP_RDMA_READ_REQ:
+		return rx_read_req(qp, s);
+	case RDMAP_TERMINATE:
+		return rx_terminate(qp, s);
+	default:
+		return rx_send(qp, s, op);
+	}
+}
+
+void *uiw_rx_thread(void *arg)
+{
+	struct uiw_qp *qp = arg;
+	struct ddp_rx_seg s;
+	bool clean_eof = false;
+	for (;;) {
+		int r = ddp_rx_header(&qp->mpa, &s);
+		if (r == 0) {
+			clean_eof = true;
+			break;
+		}
+		if (r < 0) {
+			if (r == -EPROTO)
+				uiw_terminate(qp, &TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED,
+							DDP_UNTAGGED_INVALID_MO));
+			break;
+		}
+		if (!qp->rx_seen_first) {
+			pthread_mutex_lock(&qp->lock);
+			qp->rx_seen_first = true;
+			/* RFC 5044 §7.1.2: a responder sends nothing before the
+			 * initiator's first FPDU (the RTR in peer-to-peer mode) */
+			qp->tx_gate_open = true;
+			qp->tx_kick = qp->tx_wake = true;
+			pthread_cond_broadcast(&qp->cond);
+			pthread_mutex_unlock(&qp->lock);
+		}
+		if (!rx_segment(qp, &s))
+			break;
+		qp->mpa.rx_fpdus++;
+	}
+	pthread_mutex_lock(&qp->lock);
+	bool was_err = qp->state == UIW_QPS_ERR;
+	if (!was_err)
+		uiw_qp_flush_locked(qp);
+	qp->rx_seen_first = true;
+	pthread_cond_broadcast(&qp->cond);
+	pthread_mutex_unlock(&qp->lock);
+	/* RFC 5040 §6: the peer closed (or the stream broke): close our side */
+	if (qp->llp)
+		qp->llp->ops->shutdown_send(qp->llp);
+	(void)clean_eof;
+	uiw_qp_report(qp, UIW_QP_EV_DISCONNECTED);
+	return NULL;
+}

@@ -1,0 +1,191 @@
+/* Engine internals shared by the rdmap/ sources. Not a public header. */
+#ifndef UIWARP_RDMAP_INTERNAL_H
+#define UIWARP_RDMAP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ddp/ddp.h"
+#include "mpa/mpa.h"
+#include "rdmap/rdmap.h"
+#include "rdmap/rdmap_wire.h"
+
+/* Payloads up to this size are staged and their CRC checked before a byte is
+ * placed; larger ones go straight from the kernel into the target buffer. */
+#define UIW_RX_STAGE_MAX 4096
+
+/* The STag reserved for RTR frames (never given to an MR). */
+#define UIW_RTR_STAG 1u
+
+/* ------------------------------------------------------------- config.c */
+
+struct uiw_config {
+	struct mpa_config mpa;
+	int connect_timeout_ms;
+};
+const struct uiw_config *uiw_config_get(void);
+
+/* ---------------------------------------------------------------- mem.c */
+
+struct uiw_pd {
+	atomic_int refs; /* MRs + QPs using it */
+};
+
+struct uiw_mr_int {
+	struct uiw_mr pub;
+	atomic_int refs;    /* table + in-flight users */
+	atomic_bool valid;  /* cleared by dereg */
+};
+
+/* Looks up an STag and takes a reference; NULL if unknown or invalidated. */
+struct uiw_mr_int *uiw_mr_get(uint32_t stag);
+void uiw_mr_put(struct uiw_mr_int *mr);
+
+/* Resolves an SGE against a PD: local pointer, or NULL with *err set to the
+ * WC status (LOC_PROT_ERR unknown lkey / wrong PD / out of bounds,
+ * LOC_ACCESS_ERR missing LOCAL_WRITE when need_write). */
+void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_write,
+		      enum uiw_wc_status *err);
+
+/* ----------------------------------------------------------------- cq.c */
+
+/* Adds a CQE. Returns false when the CQ is full (overflow recorded). */
+bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited);
+/* Counts QPs using a CQ (uiw_cq_destroy refuses while > 0). */
+void uiw_cq_use(struct uiw_cq *cq, int delta);
+
+/* ----------------------------------------------------------------- qp.c */
+
+enum sq_wqe_state { WQE_QUEUED, WQE_SENT, WQE_DONE };
+
+struct sq_wqe {
+	struct uiw_send_wr wr; /* sg_list points at sge[] below */
+	struct uiw_sge sge[UIW_MAX_SGE];
+	struct iovec iov[UIW_MAX_SGE]; /* resolved local payload */
+	int niov;
+	uint64_t len;
+	enum sq_wqe_state st;
+	enum uiw_wc_status status;
+	bool signaled;
+	uint8_t inl[UIW_MAX_INLINE];
+};
+
+struct rq_wqe {
+	uint64_t wr_id;
+	int niov;
+	struct iovec iov[UIW_MAX_SGE];
+	uint64_t len;
+};
+
+/* An inbound RDMA Read Request waiting for its Read Response. */
+struct irq_entry {
+	uint32_t sink_stag;
+	uint64_t sink_to;
+	uint32_t size;
+	struct uiw_mr_int *src; /* referenced; NULL for a zero-length read */
+	void *src_ptr;
+};
+
+/* An outbound RDMA Read waiting for its Read Response. */
+struct orq_entry {
+	uint32_t sq_idx;   /* its SQ WQE, or UINT32_MAX for the Read RTR */
+	uint32_t sink_stag;
+	uint64_t sink_to;
+	uint32_t size, got;
+};
+
+struct uiw_qp {
+	uint32_t qpn;
+	struct uiw_pd *pd;
+	struct uiw_cq *scq, *rcq;
+	void *ctx;
+	bool sq_sig_all;
+	uint32_t max_inline, max_send_sge, max_recv_sge;
+
+	pthread_mutex_t lock; /* state, queues */
+	pthread_cond_t cond;  /* tx work, rtr seen, threads done */
+	enum uiw_qp_state state;
+	bool connected, closing, tx_gate_open, rx_seen_first, tx_stop;
+	bool terminated, disconnected_reported;
+	bool tx_kick; /* work queued for whoever holds tx_lock */
+	bool tx_wake; /* work for the tx thread (Read Responses, unstalled SQ) */
+	uiw_qp_event_fn ev_fn;
+	void *ev_ctx;
+
+	/* send queue ring: [sq_head, sq_next) sent but not retired, [sq_next, sq_tail) queued */
+	struct sq_wqe *sq;
+	uint32_t sq_size, sq_head, sq_next, sq_tail;
+	/* receive queue ring */
+	struct rq_wqe *rq;
+	uint32_t rq_size, rq_head, rq_tail;
+	/* ORQ / IRQ rings */
+	struct orq_entry *orq;
+	uint32_t orq_size, orq_head, orq_tail;
+	struct irq_entry *irq;
+	uint32_t irq_size, irq_head, irq_tail;
+	uint16_t ird, ord; /* negotiated */
+
+	/* connection */
+	struct uiw_llp *llp;
+	struct mpa_conn mpa;
+	struct mpa_negotiated neg;
+	pthread_mutex_t tx_lock; /* serialises the stream's send side */
+	struct mpa_txbatch *batch;
+	uint32_t tx_msn[3];      /* next MSN per QN, starts at 1 */
+	pthread_t rx_thread, tx_thread;
+	bool threads_started;
+
+	/* receive side (rx thread only) */
+	uint32_t rx_msn[3];           /* expected MSN per QN */
+	uint64_t rx_send_got;         /* bytes of the current Send message */
+	bool rx_send_active;
+	struct rq_wqe rx_cur;         /* current receive WQE */
+	struct uiw_mr_int *rx_mr;     /* cached MR of the last tagged segment */
+
+	struct uiw_qp_stats stats;
+};
+
+/* Retires completed SQ WQEs from the head, posting CQEs. qp->lock held. */
+void uiw_sq_reap(struct uiw_qp *qp);
+/* Moves the QP to ERR: flushes every outstanding WR. qp->lock held. */
+void uiw_qp_flush_locked(struct uiw_qp *qp);
+/* Reports a connection event once (no lock held). */
+void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev);
+/* Starts the rx and tx threads of a connected QP. */
+int uiw_qp_start(struct uiw_qp *qp);
+
+/* ----------------------------------------------------------------- tx.c */
+
+/* Sends queued SQ work and Read Responses while the send side is free.
+ * Called by posting threads and the tx thread. */
+void uiw_tx_progress(struct uiw_qp *qp);
+void *uiw_tx_thread(void *arg);
+/* Sends the RTR of an initiator (RFC 6581 §4). tx_lock not held. */
+int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);
+/* Sends a Terminate carrying payload (best effort: -EBUSY if the send side
+ * stays busy for 100 ms). */
+int uiw_tx_send_terminate(struct uiw_qp *qp, const void *payload, size_t len);
+
+/* ----------------------------------------------------------------- rx.c */
+
+void *uiw_rx_thread(void *arg);
+
+/* ---------------------------------------------------------- terminate.c */
+
+/* What went wrong and where (RFC 5040 §4.8). */
+struct uiw_term {
+	uint8_t layer, etype, ecode;
+	bool has_seg;                 /* a segment header is echoed */
+	struct ddp_rx_seg seg;
+	bool has_rreq;                /* the Read Request body is echoed */
+	struct rdmap_read_req rreq;   /* wire order */
+};
+
+/* The one Terminate path: sends the Terminate (best effort), closes the
+ * stream, moves the QP to ERR and flushes, reports UIW_QP_EV_TERMINATE.
+ * Called from the rx thread. */
+void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t);
+
+#endif

@@ -1,0 +1,324 @@
+/* Engine round trips over real loopback TCP: connect/accept with private
+ * data, Send/Recv, RDMA Write, RDMA Read (single and multi-FPDU), completion
+ * order, graceful close and flush. Drives rdmap/rdmap.h directly. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rdmap/rdmap.h"
+
+struct side {
+	struct uiw_pd *pd;
+	struct uiw_cq *cq;
+	struct uiw_qp *qp;
+	uint8_t *buf;
+	size_t len;
+	struct uiw_mr *mr;
+	struct uiw_conn_info info;
+	atomic_int disconnected, terminated;
+};
+
+struct pair {
+	struct side a, b; /* a: active, b: passive */
+	struct uiw_listener *l;
+	struct sockaddr_storage addr;
+	int accept_rc;
+};
+
+static void on_event(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx)
+{
+	(void)qp;
+	struct side *s = ctx;
+	if (ev == UIW_QP_EV_DISCONNECTED)
+		atomic_fetch_add(&s->disconnected, 1);
+	if (ev == UIW_QP_EV_TERMINATE)
+		atomic_fetch_add(&s->terminated, 1);
+}
+
+static void side_init(struct side *s, size_t len)
+{
+	s->pd = uiw_pd_alloc();
+	assert_non_null(s->pd);
+	assert_int_equal(uiw_cq_create(1024, NULL, NULL, &s->cq), 0);
+	struct uiw_qp_init_attr a = {.pd = s->pd,
+				     .send_cq = s->cq,
+				     .recv_cq = s->cq,
+				     .max_send_wr = 64,
+				     .max_recv_wr = 64,
+				     .max_send_sge = 2,
+				     .max_recv_sge = 2,
+				     .max_inline = 64,
+				     .ctx = s};
+	assert_int_equal(uiw_qp_create(&a, &s->qp), 0);
+	uiw_qp_set_event_cb(s->qp, on_event, s);
+	s->len = len;
+	s->buf = malloc(len);
+	assert_non_null(s->buf);
+	memset(s->buf, 0, len);
+	assert_int_equal(uiw_mr_reg(s->pd, s->buf, len, (uintptr_t)s->buf,
+				    UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
+					    UIW_ACCESS_REMOTE_READ,
+				    &s->mr),
+			 0);
+}
+
+static void side_fini(struct side *s)
+{
+	assert_int_equal(uiw_qp_destroy(s->qp), 0);
+	assert_int_equal(uiw_mr_dereg(s->mr), 0);
+	assert_int_equal(uiw_cq_destroy(s->cq), 0);
+	assert_int_equal(uiw_pd_free(s->pd), 0);
+	free(s->buf);
+}
+
+static void *passive(void *arg)
+{
+	struct pair *p = arg;
+	struct uiw_conn_req *req;
+	p->accept_rc = uiw_listener_get_request(p->l, 5000, &req, &p->b.info);
+	if (p->accept_rc)
+		return NULL;
+	struct uiw_conn_param cp = {.private_data = "reply-pd", .private_data_len = 8,
+				    .responder_resources = 4, .initiator_depth = 4};
+	p->accept_rc = uiw_accept(req, p->b.qp, &cp, 5000);
+	return NULL;
+}
+
+static void pair_connect(struct pair *p, size_t len)
+{
+	memset(p, 0, sizeof(*p));
+	side_init(&p->a, len);
+	side_init(&p->b, len);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(uiw_listen((struct sockaddr *)&sin, 8, &p->l), 0);
+	uiw_listener_addr(p->l, &p->addr);
+	pthread_t t;
+	pthread_create(&t, NULL, passive, p);
+	struct uiw_conn_param cp = {.private_data = "hello", .private_data_len = 5,
+				    .responder_resources = 4, .initiator_depth = 4};
+	bool rejected;
+	int rc = uiw_connect(p->a.qp, NULL, (struct sockaddr *)&p->addr, &cp, 5000, &p->a.info,
+			     &rejected);
+	pthread_join(t, NULL);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p->accept_rc, 0);
+	assert_int_equal(p->b.info.private_data_len, 5);
+	assert_memory_equal(p->b.info.private_data, "hello", 5);
+	assert_int_equal(p->a.info.private_data_len, 8);
+	assert_memory_equal(p->a.info.private_data, "reply-pd", 8);
+	assert_int_equal(uiw_qp_get_state(p->a.qp), UIW_QPS_RTS);
+	assert_int_equal(uiw_qp_get_state(p->b.qp), UIW_QPS_RTS);
+}
+
+static void pair_fini(struct pair *p)
+{
+	uiw_listener_close(p->l);
+	side_fini(&p->a);
+	side_fini(&p->b);
+}
+
+/* Polls until n CQEs arrived (5 s at most). */
+static int poll_n(struct uiw_cq *cq, struct uiw_wc *wc, int n)
+{
+	int got = 0;
+	for (int i = 0; i < 50000 && got < n; i++) {
+		got += uiw_cq_poll(cq, n - got, wc + got);
+		if (got < n)
+			usleep(100);
+	}
+	return got;
+}
+
+static void post_recv(struct side *s, uint64_t id, size_t off, uint32_t len)
+{
+	struct uiw_sge sge = {.addr = (uintptr_t)s->buf + off, .length = len, .lkey = s->mr->stag};
+	struct uiw_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1};
+	int bad;
+	assert_int_equal(uiw_qp_post_recv(s->qp, &wr, 1, &bad), 0);
+}
+
+static void test_send_recv(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 20);
+	post_recv(&p.b, 7, 0, 4096);
+	memcpy(p.a.buf, "ping-data", 9);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 9, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND, .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge, .num_sge = 1};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	struct uiw_wc wc[2];
+	assert_int_equal(poll_n(p.a.cq, wc, 1), 1);
+	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+	assert_int_equal(wc[0].opcode, UIW_WC_SEND);
+	assert_int_equal(poll_n(p.b.cq, wc, 1), 1);
+	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+	assert_int_equal(wc[0].opcode, UIW_WC_RECV);
+	assert_int_equal(wc[0].wr_id, 7);
+	assert_int_equal(wc[0].byte_len, 9);
+	assert_memory_equal(p.b.buf, "ping-data", 9);
+	pair_fini(&p);
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(i * 131 + seed + (i >> 12));
+}
+
+static void test_write_read_large(void **state)
+{
+	(void)state;
+	struct pair p;
+	size_t len = 8 << 20;
+	pair_connect(&p, 2 * len);
+	fill(p.a.buf, len, 3);
+	/* RDMA Write of 8 MiB into b[0..len) */
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = (uint32_t)len,
+			      .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 2, .opcode = UIW_WR_RDMA_WRITE,
+				 .flags = UIW_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf, .rkey = p.b.mr->stag};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	/* then a Send, which arrives after the Write has been placed */
+	post_recv(&p.b, 8, len, 64);
+	struct uiw_sge s2 = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
+	struct uiw_send_wr w2 = {.wr_id = 3, .opcode = UIW_WR_SEND, .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &s2, .num_sge = 1};
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &w2, 1, &bad), 0);
+	struct uiw_wc wc[4];
+	assert_int_equal(poll_n(p.a.cq, wc, 2), 2);
+	assert_int_equal(wc[0].wr_id, 2);
+	assert_int_equal(wc[1].wr_id, 3);
+	assert_int_equal(poll_n(p.b.cq, wc, 1), 1);
+	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+	assert_memory_equal(p.a.buf, p.b.buf, len);
+
+	/* RDMA Read of 8 MiB from b back into a[len..2len) */
+	struct uiw_sge s3 = {.addr = (uintptr_t)p.a.buf + len, .length = (uint32_t)len,
+			     .lkey = p.a.mr->stag};
+	struct uiw_send_wr w3 = {.wr_id = 4, .opcode = UIW_WR_RDMA_READ,
+				 .flags = UIW_SEND_SIGNALED, .sg_list = &s3, .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf, .rkey = p.b.mr->stag};
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &w3, 1, &bad), 0);
+	assert_int_equal(poll_n(p.a.cq, wc, 1), 1);
+	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+	assert_int_equal(wc[0].opcode, UIW_WC_RDMA_READ);
+	assert_memory_equal(p.a.buf + len, p.b.buf, len);
+
+	struct uiw_qp_stats st;
+	uiw_qp_get_stats(p.a.qp, &st);
+	assert_true(st.tx_fpdus > 1);
+	assert_true(st.tx_syscalls < st.tx_fpdus);
+	pair_fini(&p);
+}
+
+static void test_many_small_and_order(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 20);
+	for (int i = 0; i < 32; i++)
+		post_recv(&p.b, 100 + (uint64_t)i, (size_t)i * 64, 64);
+	struct uiw_sge sge[32];
+	struct uiw_send_wr wr[32];
+	for (int i = 0; i < 32; i++) {
+		p.a.buf[i * 64] = (uint8_t)i;
+		sge[i] = (struct uiw_sge){.addr = (uintptr_t)p.a.buf + (size_t)i * 64,
+					  .length = 33, .lkey = p.a.mr->stag};
+		wr[i] = (struct uiw_send_wr){.wr_id = (uint64_t)i,
+					     .opcode = (i % 3 == 1) ? UIW_WR_RDMA_READ : UIW_WR_SEND,
+					     .flags = UIW_SEND_SIGNALED,
+					     .sg_list = &sge[i],
+					     .num_sge = 1,
+					     .remote_addr = (uintptr_t)p.b.buf + 8192,
+					     .rkey = p.b.mr->stag};
+		if (wr[i].opcode == UIW_WR_RDMA_READ)
+			sge[i].addr = (uintptr_t)p.a.buf + 65536 + (size_t)i * 64;
+	}
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, wr, 32, &bad), 0);
+	struct uiw_wc wc[32];
+	assert_int_equal(poll_n(p.a.cq, wc, 32), 32);
+	for (int i = 0; i < 32; i++) {
+		assert_int_equal(wc[i].wr_id, (uint64_t)i); /* in order */
+		assert_int_equal(wc[i].status, UIW_WC_SUCCESS);
+	}
+	int nsend = 32 - 11;
+	assert_int_equal(poll_n(p.b.cq, wc, nsend), nsend);
+	for (int i = 0; i < nsend; i++)
+		assert_int_equal(wc[i].wr_id, 100 + (uint64_t)i);
+	pair_fini(&p);
+}
+
+static void test_graceful_close_flushes(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 16);
+	post_recv(&p.b, 55, 0, 64);
+	post_recv(&p.a, 66, 0, 64);
+	assert_int_equal(uiw_qp_modify(p.a.qp, UIW_QPS_SQD), 0);
+	struct uiw_wc wc[2];
+	assert_int_equal(poll_n(p.b.cq, wc, 1), 1);
+	assert_int_equal(wc[0].wr_id, 55);
+	assert_int_equal(wc[0].status, UIW_WC_WR_FLUSH_ERR);
+	assert_int_equal(poll_n(p.a.cq, wc, 1), 1);
+	assert_int_equal(wc[0].wr_id, 66);
+	assert_int_equal(wc[0].status, UIW_WC_WR_FLUSH_ERR);
+	for (int i = 0; i < 500 && (!atomic_load(&p.a.disconnected) || !atomic_load(&p.b.disconnected)); i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&p.a.disconnected), 1);
+	assert_int_equal(atomic_load(&p.b.disconnected), 1);
+	pair_fini(&p);
+}
+
+static void test_remote_access_error_terminates(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 16);
+	memset(p.b.buf, 0xab, p.b.len);
+	/* Write past the end of b's MR: b terminates, a sees the close */
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 128, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 9, .opcode = UIW_WR_RDMA_WRITE,
+				 .sg_list = &sge, .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf + p.b.len - 64,
+				 .rkey = p.b.mr->stag};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	for (int i = 0; i < 500 && (!atomic_load(&p.a.terminated) || !atomic_load(&p.b.terminated)); i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&p.b.terminated), 1);
+	assert_int_equal(atomic_load(&p.a.terminated), 1);
+	assert_int_equal(uiw_qp_get_state(p.b.qp), UIW_QPS_ERR);
+	for (size_t i = 0; i < p.b.len; i++)
+		assert_int_equal(p.b.buf[i], 0xab);
+	pair_fini(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_write_read_large),
+		cmocka_unit_test(test_many_small_and_order),
+		cmocka_unit_test(test_graceful_close_flushes),
+		cmocka_unit_test(test_remote_access_error_terminates),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
