@@ -102,6 +102,7 @@ static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, i
 	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
+	uiw_config_socket(fd);
 	if (src) {
 		int one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -313,6 +314,7 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
+		uiw_config_socket(fd);
 		struct uiw_llp *llp = uiw_llp_tcp_wrap(fd);
 		if (!llp) {
 			close(fd);

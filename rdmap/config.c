@@ -8,9 +8,13 @@
  * | UIWARP_RTR            | both    | RTR kinds offered: write, read or both         |
  * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
+ * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "rdmap/internal.h"
 
@@ -48,10 +52,20 @@ static void config_load(void)
 		cfg.mpa.timeout_ms = (int)t;
 	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
+	const char *cc = getenv("UIWARP_TCP_CONGESTION");
+	if (cc && strlen(cc) < sizeof(cfg.tcp_cc))
+		strcpy(cfg.tcp_cc, cc);
 }
 
 const struct uiw_config *uiw_config_get(void)
 {
 	pthread_once(&once, config_load);
 	return &cfg;
+}
+
+void uiw_config_socket(int fd)
+{
+	const struct uiw_config *c = uiw_config_get();
+	if (c->tcp_cc[0])
+		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, (socklen_t)strlen(c->tcp_cc));
 }

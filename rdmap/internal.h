@@ -24,7 +24,10 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	int connect_timeout_ms;
+	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */
 };
+/* Applies the configured socket options (congestion control) to a TCP socket. */
+void uiw_config_socket(int fd);
 const struct uiw_config *uiw_config_get(void);
 
 /* ---------------------------------------------------------------- mem.c */
