@@ -1,0 +1,832 @@
+/* libibverbs.so.1 (ours): the device, its context, queries, async events,
+ * fork support and the string / rate helpers.
+ *
+ * There is one device for every interface (rdma_cm resolves any local
+ * address to it), named "uiw0" unless UIWARP_DEV_NAME says otherwise. No
+ * sysfs, no netlink RDMA, no /dev/infiniband: everything is answered here.
+ * Sources: the rdma-core 44 verbs man pages (ibv_get_device_list(3),
+ * ibv_open_device(3), ibv_query_device(3), ibv_query_port(3),
+ * ibv_query_gid(3), ibv_get_async_event(3), ibv_fork_init(3)).
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "verbs-shim/ibverbs/internal.h"
+
+/* Vendor identity. 0x756977 is "uiw" in ASCII, following siw's use of
+ * 0x626d74 ("bmt"): it is above 0xffff, so it cannot collide with a PCI
+ * vendor ID, and tools that key behaviour off vendor IDs (perftest's
+ * ib_dev_name) treat it as unknown: they use plain ibv_post_send rather than
+ * the mlx5/EFA ibv_wr_* paths, which is what this library implements. */
+#define SHIM_VENDOR_ID 0x756977
+#define SHIM_VENDOR_PART_ID 1
+#define SHIM_HW_VER 1
+
+/* A stable, locally administered made-up MAC ("uiw" + 1) for hosts without a
+ * non-loopback interface. */
+static const uint8_t shim_fallback_mac[6] = {0x02, 0x75, 0x69, 0x77, 0x00, 0x01};
+
+static struct ibv_device shim_dev;
+static uint8_t shim_mac[6];
+static int shim_ifindex;
+static pthread_once_t shim_dev_once = PTHREAD_ONCE_INIT;
+
+/* Finds the MAC of the first non-loopback interface that has one. Uses
+ * getifaddrs (rtnetlink), never /sys. */
+static void shim_find_mac(void)
+{
+	struct ifaddrs *ifa, *i;
+
+	memcpy(shim_mac, shim_fallback_mac, sizeof(shim_mac));
+	shim_ifindex = 0;
+	if (getifaddrs(&ifa) != 0)
+		return;
+	for (i = ifa; i; i = i->ifa_next) {
+		const struct sockaddr_ll *ll;
+		static const uint8_t zero[6];
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_PACKET)
+			continue;
+		if (i->ifa_flags & IFF_LOOPBACK)
+			continue;
+		ll = (const struct sockaddr_ll *)i->ifa_addr;
+		if (ll->sll_halen != 6 || memcmp(ll->sll_addr, zero, 6) == 0)
+			continue;
+		memcpy(shim_mac, ll->sll_addr, 6);
+		shim_ifindex = ll->sll_ifindex;
+		break;
+	}
+	freeifaddrs(ifa);
+}
+
+static void shim_dev_init(void)
+{
+	const char *name = getenv("UIWARP_DEV_NAME");
+
+	if (!name || !*name)
+		name = "uiw0";
+	memset(&shim_dev, 0, sizeof(shim_dev));
+	shim_dev.node_type = IBV_NODE_RNIC;
+	shim_dev.transport_type = IBV_TRANSPORT_IWARP;
+	snprintf(shim_dev.name, sizeof(shim_dev.name), "%s", name);
+	snprintf(shim_dev.dev_name, sizeof(shim_dev.dev_name), "uverbs0");
+	/* dev_path / ibdev_path stay empty: there is no sysfs node. */
+	shim_find_mac();
+}
+
+struct ibv_device *shim_device(void)
+{
+	pthread_once(&shim_dev_once, shim_dev_init);
+	return &shim_dev;
+}
+
+void shim_device_gid(union ibv_gid *gid, int *ifindex)
+{
+	shim_device();
+	memset(gid, 0, sizeof(*gid));
+	memcpy(gid->raw, shim_mac, 6);
+	if (ifindex)
+		*ifindex = shim_ifindex;
+}
+
+__be64 shim_device_guid(void)
+{
+	uint8_t e[8];
+	uint64_t g;
+
+	shim_device();
+	/* EUI-64 from the MAC (universal/local bit flipped, ff:fe inserted). */
+	e[0] = shim_mac[0] ^ 0x02;
+	e[1] = shim_mac[1];
+	e[2] = shim_mac[2];
+	e[3] = 0xff;
+	e[4] = 0xfe;
+	e[5] = shim_mac[3];
+	e[6] = shim_mac[4];
+	e[7] = shim_mac[5];
+	memcpy(&g, e, 8); /* already in network order */
+	return (__be64)g;
+}
+
+static bool shim_is_our_device(struct ibv_device *device)
+{
+	return device == shim_device();
+}
+
+/* ---------------------------------------------------------- device list */
+
+/* ibv_get_device_list(3): a NULL-terminated array holding the one device;
+ * *num_devices (optional) gets 1. Returns NULL with errno ENOMEM. */
+struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct ibv_device **l = calloc(2, sizeof(*l));
+
+	if (!l) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	l[0] = shim_device();
+	if (num_devices)
+		*num_devices = 1;
+	return l;
+}
+
+/* ibv_get_device_list(3): frees an array from ibv_get_device_list (the
+ * devices themselves are static). */
+void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+/* ibv_get_device_name(3): the device's name ("uiw0" or $UIWARP_DEV_NAME). */
+const char *ibv_get_device_name(struct ibv_device *device)
+{
+	return device ? device->name : NULL;
+}
+
+/* ibv_get_device_guid(3): the node GUID, big-endian. */
+__be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	(void)device;
+	return shim_device_guid();
+}
+
+/* ibv_get_device_index(3): the device index (0), or -1 for a device that is
+ * not ours. */
+int ibv_get_device_index(struct ibv_device *device)
+{
+	return shim_is_our_device(device) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ context */
+
+/* ibv_open_device(3): a context on the device. async_fd is a real pipe
+ * (see ibv_get_async_event). Returns NULL with errno ENODEV (not our
+ * device), ENOMEM, or the pipe's errno (EMFILE, ENFILE). */
+struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct shim_context *c;
+	struct ibv_context *ctx;
+	int fds[2];
+
+	if (!shim_is_our_device(device))
+		return shim_fail_null(ENODEV);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return shim_fail_null(ENOMEM);
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		int e = errno;
+
+		free(c);
+		return shim_fail_null(e);
+	}
+	(void)fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	pthread_mutex_init(&c->ev_lock, NULL);
+	c->ev_wfd = fds[1];
+
+	c->vctx.sz = sizeof(struct verbs_context);
+	c->vctx.query_port = shim_op_query_port;
+	c->vctx.query_device_ex = shim_op_query_device_ex;
+	c->vctx.create_qp_ex = shim_op_create_qp_ex;
+
+	ctx = &c->vctx.context;
+	ctx->device = device;
+	ctx->cmd_fd = -1; /* no kernel command channel */
+	ctx->async_fd = fds[0];
+	ctx->num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->mutex, NULL);
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->ops._compat_query_device = ibv_query_device;
+	ctx->ops._compat_query_port = ibv_query_port;
+	ctx->ops.alloc_mw = shim_op_alloc_mw;
+	ctx->ops.bind_mw = shim_op_bind_mw;
+	ctx->ops.dealloc_mw = shim_op_dealloc_mw;
+	ctx->ops.poll_cq = shim_op_poll_cq;
+	ctx->ops.req_notify_cq = shim_op_req_notify_cq;
+	ctx->ops.post_srq_recv = shim_op_post_srq_recv;
+	ctx->ops.post_send = shim_op_post_send;
+	ctx->ops.post_recv = shim_op_post_recv;
+	return ctx;
+}
+
+struct shim_async_ev {
+	struct shim_async_ev *next;
+	struct ibv_async_event ev;
+};
+
+/* ibv_open_device(3): closes the context. The caller has destroyed its
+ * objects first (verbs rule). Returns 0. */
+int ibv_close_device(struct ibv_context *context)
+{
+	struct shim_context *c = shim_ctx(context);
+	struct shim_async_ev *e;
+
+	while ((e = c->ev_head)) {
+		c->ev_head = e->next;
+		free(e);
+	}
+	close(context->async_fd);
+	close(c->ev_wfd);
+	pthread_mutex_destroy(&c->ev_lock);
+	pthread_mutex_destroy(&context->mutex);
+	free(c);
+	return 0;
+}
+
+/* ------------------------------------------------------------- queries */
+
+static void shim_fill_device_attr(struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", SHIM_FW_VER);
+	a->node_guid = shim_device_guid();
+	a->sys_image_guid = a->node_guid;
+	a->max_mr_size = UINT64_MAX;
+	a->page_size_cap = ~(uint64_t)4095; /* any multiple of 4 KiB */
+	a->vendor_id = SHIM_VENDOR_ID;
+	a->vendor_part_id = SHIM_VENDOR_PART_ID;
+	a->hw_ver = SHIM_HW_VER;
+	a->max_qp = SHIM_MAX_QP;
+	a->max_qp_wr = UIW_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID;
+	a->max_sge = UIW_MAX_SGE;
+	a->max_sge_rd = UIW_MAX_SGE;
+	a->max_cq = SHIM_MAX_CQ;
+	a->max_cqe = UIW_MAX_CQE;
+	a->max_mr = SHIM_MAX_MR;
+	a->max_pd = SHIM_MAX_PD;
+	a->max_qp_rd_atom = UIW_MAX_IRD;
+	a->max_qp_init_rd_atom = UIW_MAX_ORD;
+	a->max_res_rd_atom = UIW_MAX_IRD * SHIM_MAX_QP;
+	a->atomic_cap = IBV_ATOMIC_NONE;
+	a->max_srq = 0; /* no SRQ yet */
+	a->max_pkeys = 1;
+	a->phys_port_cnt = 1;
+}
+
+/* ibv_query_device(3): device attributes, from rdmap.h's UIW_MAX_* and the
+ * SHIM_MAX_* choices. Returns 0, or EINVAL for NULL arguments. */
+int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr)
+{
+	if (!context || !device_attr)
+		return EINVAL;
+	shim_fill_device_attr(device_attr);
+	return 0;
+}
+
+/* verbs_context.query_device_ex (ibv_query_device_ex(3)): fills the first
+ * attr_size bytes of an ibv_device_attr_ex (callers built against older or
+ * newer headers pass their own size). input must be NULL or comp_mask 0.
+ * Returns 0 or EINVAL. */
+int shim_op_query_device_ex(struct ibv_context *context,
+			    const struct ibv_query_device_ex_input *input,
+			    struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex a;
+
+	(void)context;
+	if (input && input->comp_mask)
+		return EINVAL;
+	if (attr_size < sizeof(a.orig_attr))
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	shim_fill_device_attr(&a.orig_attr);
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.max_dm_size = 0;
+	if (attr_size > sizeof(a)) {
+		memset(attr, 0, attr_size);
+		attr_size = sizeof(a);
+	}
+	memcpy(attr, &a, attr_size);
+	return 0;
+}
+
+static void shim_fill_port_attr(struct ibv_port_attr *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->state = IBV_PORT_ACTIVE;
+	p->max_mtu = IBV_MTU_4096;
+	p->active_mtu = IBV_MTU_1024; /* 1500-byte Ethernet, as siw reports */
+	p->gid_tbl_len = 1;
+	p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP;
+	p->max_msg_sz = SHIM_MAX_MSG_SZ;
+	p->pkey_tbl_len = 1;
+	p->max_vl_num = 1;
+	/* TCP has no link rate; report 4X EDR (100 Gb/s). */
+	p->active_width = 2;  /* 4X */
+	p->active_speed = 32; /* EDR */
+	p->phys_state = 5;    /* LinkUp */
+	p->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+/* verbs_context.query_port (the ibv_query_port(3) macro path): fills
+ * port_attr_len bytes of an ibv_port_attr. Port 1 only. Returns 0 or
+ * EINVAL (bad port, NULL). */
+int shim_op_query_port(struct ibv_context *context, uint8_t port_num,
+		       struct ibv_port_attr *port_attr, size_t port_attr_len)
+{
+	struct ibv_port_attr p;
+
+	(void)context;
+	if (port_num != SHIM_PORT_NUM || !port_attr)
+		return EINVAL;
+	shim_fill_port_attr(&p);
+	if (port_attr_len > sizeof(p)) {
+		memset(port_attr, 0, port_attr_len);
+		port_attr_len = sizeof(p);
+	}
+	memcpy(port_attr, &p, port_attr_len);
+	return 0;
+}
+
+#undef ibv_query_port
+/* ibv_query_port(3), the exported IBVERBS_1.1 symbol: old callers pass the
+ * 48-byte struct without port_cap_flags2, so exactly that much is written
+ * (verbs-abi.md section 6). Returns 0 or EINVAL. */
+int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+		   struct _compat_ibv_port_attr *port_attr)
+{
+	return shim_op_query_port(context, port_num, (struct ibv_port_attr *)port_attr,
+				  offsetof(struct ibv_port_attr, port_cap_flags2));
+}
+
+/* ibv_query_gid(3): GID[0] of port 1 (the MAC in bytes 0..5). Returns 0, or
+ * -1 with errno EINVAL for another port or index. */
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
+{
+	(void)context;
+	if (port_num != SHIM_PORT_NUM || index != 0 || !gid) {
+		errno = EINVAL;
+		return -1;
+	}
+	shim_device_gid(gid, NULL);
+	return 0;
+}
+
+/* ibv_query_gid_ex(3) (entry_size: the caller's struct size): GID[0] with
+ * type IB (what iWARP kernel drivers report) and the interface index.
+ * Returns 0, EINVAL (bad port/index/flags/size), ENODATA never. */
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
+		      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int ifindex;
+
+	(void)context;
+	if (port_num != SHIM_PORT_NUM || gid_index != 0 || flags || !entry ||
+	    entry_size < sizeof(e))
+		return EINVAL;
+	memset(&e, 0, sizeof(e));
+	shim_device_gid(&e.gid, &ifindex);
+	e.gid_index = 0;
+	e.port_num = SHIM_PORT_NUM;
+	e.gid_type = IBV_GID_TYPE_IB;
+	e.ndev_ifindex = (uint32_t)ifindex;
+	memcpy(entry, &e, sizeof(e));
+	return 0;
+}
+
+/* ibv_query_gid_table(3): the one GID entry. Returns the count (1), or
+ * -EINVAL (flags, entry_size too small, max_entries 0). */
+ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,
+			     size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	int ret;
+
+	if (max_entries < 1)
+		return -EINVAL;
+	ret = _ibv_query_gid_ex(context, SHIM_PORT_NUM, 0, entries, flags, entry_size);
+	return ret ? -ret : 1;
+}
+
+/* The IBVERBS_PRIVATE_34 symbol ibv_devinfo uses: the sysfs GID type of
+ * GID[index] (0 = "IB/RoCE v1"). Returns 0, or -1 with errno EINVAL. */
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+		       int *type);
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index, int *type)
+{
+	(void)context;
+	if (port_num != SHIM_PORT_NUM || index != 0 || !type) {
+		errno = EINVAL;
+		return -1;
+	}
+	*type = 0;
+	return 0;
+}
+
+/* ibv_query_pkey(3): P_Key[0] = 0xffff (the default, meaningless on
+ * iWARP). Returns 0, or -1 with errno EINVAL. */
+int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
+{
+	(void)context;
+	if (port_num != SHIM_PORT_NUM || index != 0 || !pkey) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htobe16(0xffff);
+	return 0;
+}
+
+/* ibv_get_pkey_index(3): the index of pkey (0 for 0xffff), or -1 with errno
+ * ENOENT. */
+int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)
+{
+	(void)context;
+	if (port_num == SHIM_PORT_NUM && be16toh(pkey) == 0xffff)
+		return 0;
+	errno = ENOENT;
+	return -1;
+}
+
+/* --------------------------------------------------------- async events */
+
+#define SHIM_ASYNC_MAX 1024
+
+void shim_async_push(struct shim_context *c, const struct ibv_async_event *ev)
+{
+	struct shim_async_ev *e;
+	char b = 0;
+
+	pthread_mutex_lock(&c->ev_lock);
+	if (c->ev_count >= SHIM_ASYNC_MAX) {
+		pthread_mutex_unlock(&c->ev_lock);
+		return;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&c->ev_lock);
+		return;
+	}
+	e->ev = *ev;
+	if (c->ev_tail)
+		c->ev_tail->next = e;
+	else
+		c->ev_head = e;
+	c->ev_tail = e;
+	c->ev_count++;
+	/* One wake-up byte per event; the pipe holds 64 KiB, > SHIM_ASYNC_MAX. */
+	if (write(c->ev_wfd, &b, 1) != 1) {
+		/* cannot happen while the queue is bounded; the event stays queued */
+	}
+	pthread_mutex_unlock(&c->ev_lock);
+}
+
+static void *shim_async_obj(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		return ev->element.cq;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ev->element.srq;
+	case IBV_EVENT_WQ_FATAL:
+		return ev->element.wq;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return ev->element.qp;
+	default:
+		return NULL;
+	}
+}
+
+void shim_async_purge(struct shim_context *c, void *obj)
+{
+	struct shim_async_ev **pp, *e;
+
+	pthread_mutex_lock(&c->ev_lock);
+	pp = &c->ev_head;
+	c->ev_tail = NULL;
+	while ((e = *pp)) {
+		if (shim_async_obj(&e->ev) == obj) {
+			*pp = e->next;
+			c->ev_count--;
+			free(e);
+			/* its wake-up byte stays in the pipe; ibv_get_async_event
+			 * skips such stale bytes */
+			continue;
+		}
+		c->ev_tail = e;
+		pp = &e->next;
+	}
+	pthread_mutex_unlock(&c->ev_lock);
+}
+
+/* Counts ev as returned to the application on its object. */
+static void shim_async_reported(const struct ibv_async_event *ev)
+{
+	if (ev->event_type == IBV_EVENT_CQ_ERR) {
+		struct shim_cq *cq = shim_cq(ev->element.cq);
+
+		pthread_mutex_lock(&cq->ibv.mutex);
+		cq->async_events_reported++;
+		pthread_mutex_unlock(&cq->ibv.mutex);
+	} else if (ev->element.qp && shim_async_obj(ev) == ev->element.qp) {
+		struct shim_qp *qp = shim_qp(ev->element.qp);
+
+		pthread_mutex_lock(&qp->ibv.mutex);
+		qp->async_events_reported++;
+		pthread_mutex_unlock(&qp->ibv.mutex);
+	}
+}
+
+/* ibv_get_async_event(3): the next async event of context. Blocks unless
+ * the application set O_NONBLOCK on context->async_fd; then returns -1 with
+ * errno EAGAIN when none is queued. Each returned event must be acked with
+ * ibv_ack_async_event. Returns 0 or -1 (errno from read()). */
+int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
+{
+	struct shim_context *c = shim_ctx(context);
+	struct shim_async_ev *e;
+	char b;
+
+	for (;;) {
+		ssize_t n = read(context->async_fd, &b, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1) {
+			if (n == 0)
+				errno = EIO;
+			return -1;
+		}
+		pthread_mutex_lock(&c->ev_lock);
+		e = c->ev_head;
+		if (e) {
+			c->ev_head = e->next;
+			if (!c->ev_head)
+				c->ev_tail = NULL;
+			c->ev_count--;
+			/* Count it as reported before ev_lock drops, so a destroy
+			 * (which purges under ev_lock) waits for its ack. */
+			shim_async_reported(&e->ev);
+		}
+		pthread_mutex_unlock(&c->ev_lock);
+		if (e)
+			break;
+		/* a stale byte from a purged event: read the next one */
+	}
+	*event = e->ev;
+	free(e);
+	return 0;
+}
+
+/* ibv_get_async_event(3): acknowledges an event; the destroy of the
+ * object it names waits until all its returned events are acked. */
+void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+
+		pthread_mutex_lock(&cq->mutex);
+		cq->async_events_completed++;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+		return;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case IBV_EVENT_WQ_FATAL:
+		return; /* no SRQ or WQ objects exist */
+	default:
+		break;
+	}
+	if (shim_async_obj(event) == event->element.qp && event->element.qp) {
+		struct ibv_qp *qp = event->element.qp;
+
+		pthread_mutex_lock(&qp->mutex);
+		qp->events_completed++;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+	}
+}
+
+/* ------------------------------------------------------------------ fork */
+
+/* ibv_fork_init(3): nothing is pinned (the engine uses ordinary TCP
+ * sockets), so fork is always safe. RDMAV_FORK_SAFE is accepted as a
+ * no-op. Returns 0. */
+int ibv_fork_init(void)
+{
+	return 0;
+}
+
+/* ibv_is_fork_initialized(3): IBV_FORK_UNNEEDED (see ibv_fork_init). */
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+/* Private since rdma-core 1.1: mark a range (not) inherited by fork.
+ * Nothing is pinned, so no-op. Returns 0. */
+int ibv_dontfork_range(void *base, size_t size);
+int ibv_dontfork_range(void *base, size_t size)
+{
+	(void)base;
+	(void)size;
+	return 0;
+}
+
+int ibv_dofork_range(void *base, size_t size);
+int ibv_dofork_range(void *base, size_t size)
+{
+	(void)base;
+	(void)size;
+	return 0;
+}
+
+/* --------------------------------------------------------------- strings */
+
+/* ibv_wc_status_str(3): a constant string for a work completion status. */
+const char *ibv_wc_status_str(enum ibv_wc_status status)
+{
+	static const char *const s[] = {
+	    [IBV_WC_SUCCESS] = "success",
+	    [IBV_WC_LOC_LEN_ERR] = "local length error",
+	    [IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+	    [IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+	    [IBV_WC_LOC_PROT_ERR] = "local protection error",
+	    [IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+	    [IBV_WC_MW_BIND_ERR] = "memory management operation error",
+	    [IBV_WC_BAD_RESP_ERR] = "bad response error",
+	    [IBV_WC_LOC_ACCESS_ERR] = "local access error",
+	    [IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+	    [IBV_WC_REM_ACCESS_ERR] = "remote access error",
+	    [IBV_WC_REM_OP_ERR] = "remote operation error",
+	    [IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+	    [IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+	    [IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+	    [IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+	    [IBV_WC_REM_ABORT_ERR] = "aborted error",
+	    [IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+	    [IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+	    [IBV_WC_FATAL_ERR] = "fatal error",
+	    [IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+	    [IBV_WC_GENERAL_ERR] = "general error",
+	    [IBV_WC_TM_ERR] = "TM error",
+	    [IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+	};
+
+	if ((unsigned)status >= sizeof(s) / sizeof(s[0]) || !s[status])
+		return "unknown";
+	return s[status];
+}
+
+/* ibv_event_type_str(3): a constant string for an async event type. */
+const char *ibv_event_type_str(enum ibv_event_type event)
+{
+	static const char *const s[] = {
+	    [IBV_EVENT_CQ_ERR] = "CQ error",
+	    [IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+	    [IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+	    [IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+	    [IBV_EVENT_COMM_EST] = "communication established",
+	    [IBV_EVENT_SQ_DRAINED] = "send queue drained",
+	    [IBV_EVENT_PATH_MIG] = "path migrated",
+	    [IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+	    [IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+	    [IBV_EVENT_PORT_ACTIVE] = "port active",
+	    [IBV_EVENT_PORT_ERR] = "port error",
+	    [IBV_EVENT_LID_CHANGE] = "LID change",
+	    [IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+	    [IBV_EVENT_SM_CHANGE] = "SM change",
+	    [IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+	    [IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+	    [IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+	    [IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+	    [IBV_EVENT_GID_CHANGE] = "GID table change",
+	    [IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	};
+
+	if ((unsigned)event >= sizeof(s) / sizeof(s[0]) || !s[event])
+		return "unknown";
+	return s[event];
+}
+
+/* ibv_node_type_str(3). */
+const char *ibv_node_type_str(enum ibv_node_type node_type)
+{
+	switch (node_type) {
+	case IBV_NODE_CA:
+		return "InfiniBand channel adapter";
+	case IBV_NODE_SWITCH:
+		return "InfiniBand switch";
+	case IBV_NODE_ROUTER:
+		return "InfiniBand router";
+	case IBV_NODE_RNIC:
+		return "iWARP NIC";
+	case IBV_NODE_USNIC:
+		return "usNIC";
+	case IBV_NODE_USNIC_UDP:
+		return "usNIC UDP";
+	case IBV_NODE_UNSPECIFIED:
+		return "unspecified";
+	default:
+		return "unknown";
+	}
+}
+
+/* ibv_port_state_str(3). */
+const char *ibv_port_state_str(enum ibv_port_state port_state)
+{
+	switch (port_state) {
+	case IBV_PORT_NOP:
+		return "PORT_NOP";
+	case IBV_PORT_DOWN:
+		return "PORT_DOWN";
+	case IBV_PORT_INIT:
+		return "PORT_INIT";
+	case IBV_PORT_ARMED:
+		return "PORT_ARMED";
+	case IBV_PORT_ACTIVE:
+		return "PORT_ACTIVE";
+	case IBV_PORT_ACTIVE_DEFER:
+		return "PORT_ACTIVE_DEFER";
+	default:
+		return "invalid state";
+	}
+}
+
+/* ----------------------------------------------------------------- rates */
+
+/* enum ibv_rate value → rate in Mb/s (line rates for FDR and faster). */
+static const struct {
+	enum ibv_rate rate;
+	int mbps;
+} shim_rates[] = {
+    {IBV_RATE_2_5_GBPS, 2500},	 {IBV_RATE_5_GBPS, 5000},	{IBV_RATE_10_GBPS, 10000},
+    {IBV_RATE_20_GBPS, 20000},	 {IBV_RATE_30_GBPS, 30000},	{IBV_RATE_40_GBPS, 40000},
+    {IBV_RATE_60_GBPS, 60000},	 {IBV_RATE_80_GBPS, 80000},	{IBV_RATE_120_GBPS, 120000},
+    {IBV_RATE_14_GBPS, 14062},	 {IBV_RATE_56_GBPS, 56250},	{IBV_RATE_112_GBPS, 112500},
+    {IBV_RATE_168_GBPS, 168750}, {IBV_RATE_25_GBPS, 25781},	{IBV_RATE_100_GBPS, 103125},
+    {IBV_RATE_200_GBPS, 206250}, {IBV_RATE_300_GBPS, 309375},	{IBV_RATE_28_GBPS, 28125},
+    {IBV_RATE_50_GBPS, 53125},	 {IBV_RATE_400_GBPS, 425000},	{IBV_RATE_600_GBPS, 637500},
+    {IBV_RATE_800_GBPS, 850000}, {IBV_RATE_1200_GBPS, 1275000},
+};
+
+/* enum ibv_rate value → nominal Gb/s × 10 (2.5 → 25). */
+static const struct {
+	enum ibv_rate rate;
+	int dgbps;
+} shim_nominal[] = {
+    {IBV_RATE_2_5_GBPS, 25},   {IBV_RATE_5_GBPS, 50},	  {IBV_RATE_10_GBPS, 100},
+    {IBV_RATE_20_GBPS, 200},   {IBV_RATE_30_GBPS, 300},	  {IBV_RATE_40_GBPS, 400},
+    {IBV_RATE_60_GBPS, 600},   {IBV_RATE_80_GBPS, 800},	  {IBV_RATE_120_GBPS, 1200},
+    {IBV_RATE_25_GBPS, 250},   {IBV_RATE_100_GBPS, 1000}, {IBV_RATE_200_GBPS, 2000},
+    {IBV_RATE_300_GBPS, 3000}, {IBV_RATE_50_GBPS, 500},	  {IBV_RATE_400_GBPS, 4000},
+    {IBV_RATE_600_GBPS, 6000}, {IBV_RATE_800_GBPS, 8000}, {IBV_RATE_1200_GBPS, 12000},
+};
+
+#define SHIM_NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ibv_rate_to_mult(3): the rate as a multiple of 2.5 Gb/s, or -1 for
+ * IBV_RATE_MAX or a rate that is not such a multiple. */
+int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < SHIM_NELEM(shim_nominal); i++)
+		if (shim_nominal[i].rate == rate)
+			return shim_nominal[i].dgbps / 25;
+	return -1;
+}
+
+/* ibv_rate_to_mult(3): the inverse; IBV_RATE_MAX if mult matches none. */
+enum ibv_rate mult_to_ibv_rate(int mult)
+{
+	for (size_t i = 0; i < SHIM_NELEM(shim_nominal); i++)
+		if (shim_nominal[i].dgbps == mult * 25)
+			return shim_nominal[i].rate;
+	return IBV_RATE_MAX;
+}
+
+/* ibv_rate_to_mbps(3): the rate in Mb/s, or -1 for IBV_RATE_MAX/unknown. */
+int ibv_rate_to_mbps(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < SHIM_NELEM(shim_rates); i++)
+		if (shim_rates[i].rate == rate)
+			return shim_rates[i].mbps;
+	return -1;
+}
+
+/* ibv_rate_to_mbps(3): the inverse; IBV_RATE_MAX if mbps matches none. */
+enum ibv_rate mbps_to_ibv_rate(int mbps)
+{
+	for (size_t i = 0; i < SHIM_NELEM(shim_rates); i++)
+		if (shim_rates[i].mbps == mbps)
+			return shim_rates[i].rate;
+	return IBV_RATE_MAX;
+}

@@ -1,0 +1,63 @@
+/* Internal to libibverbs.so.1 (ours): helpers shared by its source files.
+ * Nothing here is exported (the version script makes everything not listed
+ * local).
+ */
+#ifndef UIWARP_IBVERBS_INTERNAL_H
+#define UIWARP_IBVERBS_INTERNAL_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "verbs-shim/shim.h"
+
+/* Device identity, reported by ibv_query_device / ibv_query_port. */
+#define SHIM_PORT_NUM 1
+#define SHIM_FW_VER "uiwarp 0.1.0"
+/* Engine limits rdmap.h does not state; our own choices, reported as-is. */
+#define SHIM_MAX_QP 16384
+#define SHIM_MAX_CQ 16384
+#define SHIM_MAX_MR (1 << 20)
+#define SHIM_MAX_PD 16384
+/* Largest message: 2^31 bytes, the InfiniBand/verbs max_msg_sz convention. */
+#define SHIM_MAX_MSG_SZ 0x80000000u
+
+/* The one device. Returns it (initialised once, thread-safe). */
+struct ibv_device *shim_device(void);
+/* GID[0]: the MAC of the first non-loopback interface in bytes 0..5 (as
+ * iWARP drivers report it), rest 0. ifindex may be NULL. */
+void shim_device_gid(union ibv_gid *gid, int *ifindex);
+/* node GUID (big-endian), an EUI-64 made from the same MAC. */
+__be64 shim_device_guid(void);
+
+/* Queues an async event on ctx's async_fd (thread-safe; called from engine
+ * threads). Dropped silently if 1024 events are already queued. */
+void shim_async_push(struct shim_context *ctx, const struct ibv_async_event *ev);
+/* Removes queued, not yet returned, events about obj (a QP, CQ or SRQ) on
+ * destruction, as the kernel does (ib_uverbs_release_uevent). */
+void shim_async_purge(struct shim_context *ctx, void *obj);
+
+/* The verbs_context ops our context installs. */
+int shim_op_query_port(struct ibv_context *context, uint8_t port_num,
+		       struct ibv_port_attr *port_attr, size_t port_attr_len);
+int shim_op_query_device_ex(struct ibv_context *context,
+			    const struct ibv_query_device_ex_input *input,
+			    struct ibv_device_attr_ex *attr, size_t attr_size);
+int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int shim_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+int shim_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int shim_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
+int shim_op_dealloc_mw(struct ibv_mw *mw);
+struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+
+/* Sets errno to e and returns NULL: the verbs convention for failing
+ * pointer-returning calls. */
+static inline void *shim_fail_null(int e)
+{
+	errno = e;
+	return NULL;
+}
+
+#endif

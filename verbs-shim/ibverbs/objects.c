@@ -1,0 +1,912 @@
+/* libibverbs.so.1 (ours): PD, MR, completion channel, CQ, QP and the data
+ * path ops (post_send, post_recv, poll_cq, req_notify_cq), mapped onto the
+ * uiwarp engine (rdmap/rdmap.h).
+ *
+ * Sources: the rdma-core 44 man pages ibv_alloc_pd(3), ibv_reg_mr(3),
+ * ibv_create_comp_channel(3), ibv_create_cq(3), ibv_get_cq_event(3),
+ * ibv_poll_cq(3), ibv_req_notify_cq(3), ibv_create_qp(3), ibv_modify_qp(3),
+ * ibv_query_qp(3), ibv_post_send(3), ibv_post_recv(3); RFC 5040 for what an
+ * RNIC supports (no immediate data, no atomics, RC only).
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "verbs-shim/ibverbs/internal.h"
+
+/* ibv_sge and uiw_sge have the same layout, so SGE lists pass through. */
+_Static_assert(sizeof(struct ibv_sge) == sizeof(struct uiw_sge), "sge size");
+_Static_assert(offsetof(struct ibv_sge, addr) == offsetof(struct uiw_sge, addr), "sge addr");
+_Static_assert(offsetof(struct ibv_sge, length) == offsetof(struct uiw_sge, length), "sge len");
+_Static_assert(offsetof(struct ibv_sge, lkey) == offsetof(struct uiw_sge, lkey), "sge lkey");
+/* Enum values the engine promises to share with libibverbs. */
+_Static_assert((int)UIW_WC_GENERAL_ERR == (int)IBV_WC_GENERAL_ERR, "wc status");
+_Static_assert((int)UIW_WC_RECV == (int)IBV_WC_RECV, "wc opcode");
+_Static_assert((int)UIW_WC_RDMA_READ == (int)IBV_WC_RDMA_READ, "wc opcode");
+_Static_assert((int)UIW_QPS_ERR == (int)IBV_QPS_ERR, "qp state");
+_Static_assert((int)UIW_QPS_SQD == (int)IBV_QPS_SQD, "qp state");
+_Static_assert((int)UIW_WR_SEND_WITH_INV == (int)IBV_WR_SEND_WITH_INV, "wr opcode");
+_Static_assert((int)UIW_WR_RDMA_READ == (int)IBV_WR_RDMA_READ, "wr opcode");
+_Static_assert((int)UIW_SEND_INLINE == (int)IBV_SEND_INLINE, "send flags");
+_Static_assert((int)UIW_SEND_SOLICITED == (int)IBV_SEND_SOLICITED, "send flags");
+_Static_assert((int)UIW_ACCESS_REMOTE_ATOMIC == (int)IBV_ACCESS_REMOTE_ATOMIC, "access");
+
+/* Work requests are converted on the stack in chunks of this many. */
+#define SHIM_POST_CHUNK 32
+
+static void shim_get(int *users)
+{
+	__atomic_add_fetch(users, 1, __ATOMIC_ACQ_REL);
+}
+
+static void shim_put(int *users)
+{
+	__atomic_sub_fetch(users, 1, __ATOMIC_ACQ_REL);
+}
+
+static bool shim_busy(int *users)
+{
+	return __atomic_load_n(users, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* -------------------------------------------------------------------- PD */
+
+/* ibv_alloc_pd(3): a protection domain. Returns NULL with errno EINVAL
+ * (NULL context) or ENOMEM. */
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct shim_pd *p;
+
+	if (!context)
+		return shim_fail_null(EINVAL);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return shim_fail_null(ENOMEM);
+	p->pd = uiw_pd_alloc();
+	if (!p->pd) {
+		free(p);
+		return shim_fail_null(ENOMEM);
+	}
+	p->ibv.context = context;
+	return &p->ibv;
+}
+
+/* ibv_alloc_pd(3): frees a PD. Returns 0, or EBUSY while MRs or QPs use it. */
+int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	struct shim_pd *p = shim_pd(pd);
+	int ret;
+
+	if (shim_busy(&p->users))
+		return EBUSY;
+	ret = uiw_pd_free(p->pd);
+	if (ret)
+		return -ret;
+	free(p);
+	return 0;
+}
+
+/* -------------------------------------------------------------------- MR */
+
+#define SHIM_ACCESS_KNOWN                                                                          \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+
+static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				  unsigned access)
+{
+	struct shim_pd *p;
+	struct shim_mr *m;
+	int ret;
+
+	if (!pd)
+		return shim_fail_null(EINVAL);
+	p = shim_pd(pd);
+	/* The optional bits (relaxed ordering, ...) may be ignored by any
+	 * device: ibv_reg_mr(3). */
+	access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~(unsigned)SHIM_ACCESS_KNOWN)
+		return shim_fail_null(EINVAL);
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return shim_fail_null(EINVAL);
+	/* We advertise no ODP capability; MW binding is not implemented. */
+	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND))
+		return shim_fail_null(EOPNOTSUPP);
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_mr_reg(p->pd, addr, length, iova,
+			 access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
+				   UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC),
+			 &m->mr);
+	if (ret) {
+		free(m);
+		return shim_fail_null(-ret);
+	}
+	m->ibv.context = pd->context;
+	m->ibv.pd = pd;
+	m->ibv.addr = addr;
+	m->ibv.length = length;
+	m->ibv.handle = m->mr->stag;
+	m->ibv.lkey = m->mr->stag;
+	m->ibv.rkey = m->mr->stag;
+	shim_get(&p->users);
+	return &m->ibv;
+}
+
+#undef ibv_reg_mr
+/* ibv_reg_mr(3): registers addr[0..length) with access (IBV_ACCESS_*; the
+ * optional range is ignored); the peer addresses it by virtual address, or
+ * from 0 with IBV_ACCESS_ZERO_BASED. lkey = rkey = the engine STag.
+ * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
+ * LOCAL_WRITE), EOPNOTSUPP (ON_DEMAND, MW_BIND), ENOMEM. */
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
+
+	return shim_reg_mr(pd, addr, length, iova, (unsigned)access);
+}
+
+#undef ibv_reg_mr_iova
+/* ibv_reg_mr_iova(3): as ibv_reg_mr, addressed as iova by the peer. */
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			       int access)
+{
+	return shim_reg_mr(pd, addr, length, iova, (unsigned)access);
+}
+
+/* ibv_reg_mr_iova2(3) (IBVERBS_1.8, what the ibv_reg_mr macro calls when the
+ * access flags are not a constant): as ibv_reg_mr_iova. */
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				unsigned int access)
+{
+	return shim_reg_mr(pd, addr, length, iova, access);
+}
+
+/* ibv_reg_mr(3): invalidates the STag and frees the MR. Returns 0 or the
+ * engine's errno (EINVAL). Calling it twice on one MR is undefined. */
+int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct shim_mr *m = shim_mr(mr);
+	struct shim_pd *p = shim_pd(mr->pd);
+	int ret;
+
+	ret = uiw_mr_dereg(m->mr);
+	if (ret)
+		return -ret;
+	shim_put(&p->users);
+	free(m);
+	return 0;
+}
+
+/* ---------------------------------------------------- completion channel */
+
+/* ibv_create_comp_channel(3): a channel whose fd becomes readable when an
+ * armed CQ gets a completion. Returns NULL with errno EINVAL, ENOMEM, or
+ * socketpair's errno. */
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct shim_channel *ch;
+	int fds[2];
+
+	if (!context)
+		return shim_fail_null(EINVAL);
+	ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return shim_fail_null(ENOMEM);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+		int e = errno;
+
+		free(ch);
+		return shim_fail_null(e);
+	}
+	/* Only the read end is the application's; it never writes. */
+	(void)shutdown(fds[0], SHUT_WR);
+	(void)shutdown(fds[1], SHUT_RD);
+	pthread_mutex_init(&ch->lock, NULL);
+	ch->ibv.context = context;
+	ch->ibv.fd = fds[0];
+	ch->ibv.refcnt = 0;
+	ch->wfd = fds[1];
+	return &ch->ibv;
+}
+
+/* ibv_create_comp_channel(3): destroys a channel. Returns 0, or EBUSY while
+ * CQs still use it. */
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct shim_channel *ch = shim_channel(channel);
+
+	if (__atomic_load_n(&channel->refcnt, __ATOMIC_ACQUIRE) > 0)
+		return EBUSY;
+	close(channel->fd);
+	close(ch->wfd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch);
+	return 0;
+}
+
+/* Engine CQ notify callback (engine thread): the armed CQ got a CQE; queue
+ * one event record on its channel. */
+static void shim_cq_notify(struct uiw_cq *ucq, void *arg)
+{
+	struct shim_cq *c = arg;
+	struct ibv_cq *cq = &c->ibv;
+
+	(void)ucq;
+	if (!cq->channel)
+		return;
+	/* One record per arm, so the socket buffer cannot fill up. */
+	(void)send(shim_channel(cq->channel)->wfd, &cq, sizeof(cq), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* ibv_get_cq_event(3): waits for the next completion event on channel
+ * (blocking unless the application set O_NONBLOCK on channel->fd) and
+ * returns its CQ and cq_context. Every event must be acked with
+ * ibv_ack_cq_events. Returns 0, or -1 with errno EAGAIN (non-blocking,
+ * none), EINTR, or EIO. */
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	struct shim_channel *ch = shim_channel(channel);
+	struct ibv_cq *ev;
+
+	for (;;) {
+		ssize_t n;
+		int e;
+
+		/* Take the record and count it as reported under the channel
+		 * lock, so ibv_destroy_cq (which drains under it) either drops
+		 * the record or waits for its ack. Block outside the lock. */
+		pthread_mutex_lock(&ch->lock);
+		n = recv(channel->fd, &ev, sizeof(ev), MSG_DONTWAIT);
+		e = errno;
+		if (n == (ssize_t)sizeof(ev)) {
+			pthread_mutex_lock(&ev->mutex);
+			shim_cq(ev)->comp_events_reported++;
+			pthread_mutex_unlock(&ev->mutex);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (n == (ssize_t)sizeof(ev))
+			break;
+		if (n >= 0) {
+			errno = EIO;
+			return -1;
+		}
+		if (e != EAGAIN && e != EWOULDBLOCK) {
+			errno = e;
+			return -1;
+		}
+		/* Nothing queued: EAGAIN if the application asked for a
+		 * non-blocking fd, else wait for a record (EINTR ends the
+		 * wait, as read() on a kernel channel does). */
+		if (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		{
+			struct pollfd pfd = {.fd = channel->fd, .events = POLLIN};
+
+			if (poll(&pfd, 1, -1) < 0)
+				return -1;
+		}
+	}
+	*cq = ev;
+	*cq_context = ev->cq_context;
+	return 0;
+}
+
+/* ibv_get_cq_event(3): acknowledges nevents events of cq (ibv_destroy_cq
+ * waits for all of them). */
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* Removes the queued, unread event records of cq from its channel, as the
+ * kernel does when a CQ is destroyed. */
+static void shim_channel_purge(struct shim_channel *ch, struct ibv_cq *cq)
+{
+	struct ibv_cq **keep = NULL, *ev;
+	size_t nkeep = 0, cap = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (;;) {
+		ssize_t n = recv(ch->ibv.fd, &ev, sizeof(ev), MSG_DONTWAIT);
+
+		if (n != (ssize_t)sizeof(ev))
+			break;
+		if (ev == cq)
+			continue;
+		if (nkeep == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct ibv_cq **k = realloc(keep, ncap * sizeof(*k));
+
+			if (!k)
+				break; /* drop the rest rather than block */
+			keep = k;
+			cap = ncap;
+		}
+		keep[nkeep++] = ev;
+	}
+	for (size_t i = 0; i < nkeep; i++)
+		(void)send(ch->wfd, &keep[i], sizeof(keep[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
+	pthread_mutex_unlock(&ch->lock);
+	free(keep);
+}
+
+/* -------------------------------------------------------------------- CQ */
+
+/* ibv_create_cq(3): a CQ with at least cqe entries (1..UIW_MAX_CQE);
+ * completion events go to channel (optional) once armed. comp_vector must
+ * be 0 (num_comp_vectors is 1). Returns NULL with errno EINVAL or ENOMEM. */
+struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct shim_cq *c;
+	int ret;
+
+	if (!context || cqe < 1 || cqe > UIW_MAX_CQE || comp_vector < 0 ||
+	    comp_vector >= context->num_comp_vectors)
+		return shim_fail_null(EINVAL);
+	if (channel && channel->context != context)
+		return shim_fail_null(EINVAL);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_cq_create((unsigned)cqe, shim_cq_notify, c, &c->cq);
+	if (ret) {
+		free(c);
+		return shim_fail_null(-ret);
+	}
+	c->ibv.context = context;
+	c->ibv.channel = channel;
+	c->ibv.cq_context = cq_context;
+	c->ibv.cqe = cqe;
+	pthread_mutex_init(&c->ibv.mutex, NULL);
+	pthread_cond_init(&c->ibv.cond, NULL);
+	if (channel)
+		__atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_ACQ_REL);
+	return &c->ibv;
+}
+
+/* ibv_resize_cq(3): the engine cannot resize; a request the CQ already
+ * satisfies succeeds (cq->cqe unchanged), others fail. Returns 0, EINVAL or
+ * EOPNOTSUPP. */
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	if (cqe < 1)
+		return EINVAL;
+	return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
+}
+
+/* ibv_create_cq(3): destroys a CQ after all its events returned by
+ * ibv_get_cq_event / ibv_get_async_event are acked (it waits for that).
+ * Returns 0, or EBUSY while a QP uses it. */
+int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct shim_cq *c = shim_cq(cq);
+	int ret;
+
+	if (shim_busy(&c->users))
+		return EBUSY;
+	ret = uiw_cq_destroy(c->cq);
+	if (ret)
+		return -ret;
+	if (cq->channel)
+		shim_channel_purge(shim_channel(cq->channel), cq);
+	shim_async_purge(shim_ctx(cq->context), cq);
+
+	pthread_mutex_lock(&cq->mutex);
+	while (cq->comp_events_completed != c->comp_events_reported ||
+	       cq->async_events_completed != c->async_events_reported)
+		pthread_cond_wait(&cq->cond, &cq->mutex);
+	pthread_mutex_unlock(&cq->mutex);
+
+	if (cq->channel)
+		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_ACQ_REL);
+	pthread_cond_destroy(&cq->cond);
+	pthread_mutex_destroy(&cq->mutex);
+	free(c);
+	return 0;
+}
+
+static void shim_wc_from_uiw(struct ibv_wc *w, const struct uiw_wc *u)
+{
+	w->wr_id = u->wr_id;
+	w->status = (enum ibv_wc_status)u->status;
+	w->opcode = (enum ibv_wc_opcode)u->opcode;
+	w->vendor_err = u->vendor_err;
+	w->byte_len = u->byte_len;
+	if (u->flags & UIW_WC_WITH_INV) {
+		w->invalidated_rkey = u->invalidated_stag;
+		w->wc_flags = IBV_WC_WITH_INV;
+	} else {
+		w->imm_data = 0;
+		w->wc_flags = 0;
+	}
+	w->qp_num = u->qp_num;
+	w->src_qp = 0;
+	w->pkey_index = 0;
+	w->slid = 0;
+	w->sl = 0;
+	w->dlid_path_bits = 0;
+}
+
+/* ops.poll_cq (ibv_poll_cq(3)): moves up to num_entries completions into
+ * wc[], oldest first. Returns the count (0 = empty) or -1 for
+ * num_entries < 0. A CQ overflow raises IBV_EVENT_CQ_ERR once. */
+int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
+{
+	struct shim_cq *c = shim_cq(cq);
+	struct uiw_wc u[SHIM_POST_CHUNK];
+	int total = 0;
+
+	if (num_entries < 0)
+		return -1;
+	while (total < num_entries) {
+		int want = num_entries - total;
+		int got;
+
+		if (want > SHIM_POST_CHUNK)
+			want = SHIM_POST_CHUNK;
+		got = uiw_cq_poll(c->cq, want, u);
+		if (got <= 0)
+			break;
+		for (int i = 0; i < got; i++)
+			shim_wc_from_uiw(&wc[total + i], &u[i]);
+		total += got;
+		if (got < want)
+			break;
+	}
+	if (total == 0 && !__atomic_load_n(&c->overflow_reported, __ATOMIC_RELAXED) &&
+	    uiw_cq_overflowed(c->cq) &&
+	    !__atomic_exchange_n(&c->overflow_reported, true, __ATOMIC_ACQ_REL)) {
+		struct ibv_async_event ev = {.element.cq = cq, .event_type = IBV_EVENT_CQ_ERR};
+
+		shim_async_push(shim_ctx(cq->context), &ev);
+	}
+	return total;
+}
+
+/* ops.req_notify_cq (ibv_req_notify_cq(3)): arms the CQ; the next
+ * (solicited, if solicited_only) completion queues one event on its
+ * channel. Returns 0. */
+int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	return -uiw_cq_arm(shim_cq(cq)->cq, solicited_only != 0);
+}
+
+/* -------------------------------------------------------------------- QP */
+
+/* qp_num → QP, for shim_qp_by_num. */
+#define SHIM_QP_HASH 256
+static struct shim_qp *shim_qp_hash[SHIM_QP_HASH];
+static pthread_mutex_t shim_qp_hash_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void shim_qp_hash_add(struct shim_qp *q)
+{
+	struct shim_qp **b = &shim_qp_hash[q->ibv.qp_num % SHIM_QP_HASH];
+
+	pthread_mutex_lock(&shim_qp_hash_lock);
+	q->num_next = *b;
+	*b = q;
+	pthread_mutex_unlock(&shim_qp_hash_lock);
+}
+
+static void shim_qp_hash_del(struct shim_qp *q)
+{
+	struct shim_qp **pp = &shim_qp_hash[q->ibv.qp_num % SHIM_QP_HASH];
+
+	pthread_mutex_lock(&shim_qp_hash_lock);
+	for (; *pp; pp = &(*pp)->num_next) {
+		if (*pp == q) {
+			*pp = q->num_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&shim_qp_hash_lock);
+}
+
+/* See shim.h. */
+struct shim_qp *shim_qp_by_num(struct ibv_context *context, uint32_t qp_num)
+{
+	struct shim_qp *q;
+
+	pthread_mutex_lock(&shim_qp_hash_lock);
+	for (q = shim_qp_hash[qp_num % SHIM_QP_HASH]; q; q = q->num_next)
+		if (q->ibv.qp_num == qp_num && (!context || q->ibv.context == context))
+			break;
+	pthread_mutex_unlock(&shim_qp_hash_lock);
+	if (!q)
+		errno = ENOENT;
+	return q;
+}
+
+/* Engine QP event callback (engine thread): raise the verbs async event,
+ * then hand the event to librdmacm if it manages this QP. */
+static void shim_qp_event(struct uiw_qp *uqp, enum uiw_qp_event ev, void *arg)
+{
+	struct shim_qp *q = arg;
+	shim_cm_event_fn fn;
+
+	(void)uqp;
+	switch (ev) {
+	case UIW_QP_EV_TERMINATE:
+	case UIW_QP_EV_FATAL: {
+		struct ibv_async_event ae = {.element.qp = &q->ibv,
+					     .event_type = IBV_EVENT_QP_FATAL};
+
+		shim_async_push(shim_ctx(q->ibv.context), &ae);
+		break;
+	}
+	default: /* ESTABLISHED, DISCONNECTED: connection events only */
+		break;
+	}
+	fn = __atomic_load_n(&q->cm_event, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(q, ev, q->cm_ctx);
+}
+
+static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct uiw_qp_init_attr ua;
+	struct shim_qp *q;
+	struct shim_cq *scq, *rcq;
+	int ret;
+
+	if (!pd || !attr)
+		return shim_fail_null(EINVAL);
+	/* An RNIC has only reliable connected QPs (RFC 5040). */
+	if (attr->qp_type != IBV_QPT_RC)
+		return shim_fail_null(EOPNOTSUPP);
+	if (attr->srq)
+		return shim_fail_null(EOPNOTSUPP);
+	if (!attr->send_cq || !attr->recv_cq || attr->send_cq->context != pd->context ||
+	    attr->recv_cq->context != pd->context)
+		return shim_fail_null(EINVAL);
+	scq = shim_cq(attr->send_cq);
+	rcq = shim_cq(attr->recv_cq);
+
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return shim_fail_null(ENOMEM);
+	memset(&ua, 0, sizeof(ua));
+	ua.pd = shim_pd(pd)->pd;
+	ua.send_cq = scq->cq;
+	ua.recv_cq = rcq->cq;
+	ua.max_send_wr = attr->cap.max_send_wr;
+	ua.max_recv_wr = attr->cap.max_recv_wr;
+	ua.max_send_sge = attr->cap.max_send_sge;
+	ua.max_recv_sge = attr->cap.max_recv_sge;
+	ua.max_inline = attr->cap.max_inline_data;
+	ua.sq_sig_all = attr->sq_sig_all != 0;
+	ua.ctx = q;
+	ret = uiw_qp_create(&ua, &q->qp);
+	if (ret) {
+		free(q);
+		return shim_fail_null(-ret);
+	}
+	q->cap.max_send_wr = ua.max_send_wr;
+	q->cap.max_recv_wr = ua.max_recv_wr;
+	q->cap.max_send_sge = ua.max_send_sge;
+	q->cap.max_recv_sge = ua.max_recv_sge;
+	q->cap.max_inline_data = ua.max_inline;
+	attr->cap = q->cap;
+	q->sq_sig_all = attr->sq_sig_all;
+
+	q->ibv.context = pd->context;
+	q->ibv.qp_context = attr->qp_context;
+	q->ibv.pd = pd;
+	q->ibv.send_cq = attr->send_cq;
+	q->ibv.recv_cq = attr->recv_cq;
+	q->ibv.srq = NULL;
+	q->ibv.qp_num = uiw_qp_num(q->qp);
+	q->ibv.handle = q->ibv.qp_num;
+	q->ibv.state = IBV_QPS_RESET; /* the engine's INIT is verbs' RESET until modified */
+	q->ibv.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&q->ibv.mutex, NULL);
+	pthread_cond_init(&q->ibv.cond, NULL);
+	shim_get(&shim_pd(pd)->users);
+	shim_get(&scq->users);
+	shim_get(&rcq->users);
+	uiw_qp_set_event_cb(q->qp, shim_qp_event, q);
+	shim_qp_hash_add(q);
+	return &q->ibv;
+}
+
+/* ibv_create_qp(3): an RC QP in RESET with at least the requested caps
+ * (the granted ones are written back to attr->cap). Returns NULL with
+ * errno EOPNOTSUPP (UD, UC, XRC, raw: an RNIC has RC only; an SRQ),
+ * EINVAL (missing or foreign CQ, caps too large), ENOMEM. */
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	return shim_create_qp(pd, qp_init_attr);
+}
+
+/* verbs_context.create_qp_ex (ibv_create_qp_ex(3)): as ibv_create_qp; only
+ * comp_mask IBV_QP_INIT_ATTR_PD (and CREATE_FLAGS with no flags) is
+ * supported, else NULL with errno EOPNOTSUPP. No ibv_qp_ex work request
+ * API. */
+struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+	struct ibv_qp_init_attr a;
+	struct ibv_qp *qp;
+
+	if (!attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != context)
+		return shim_fail_null(EINVAL);
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS))
+		return shim_fail_null(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
+		return shim_fail_null(EOPNOTSUPP);
+	memset(&a, 0, sizeof(a));
+	a.qp_context = attr->qp_context;
+	a.send_cq = attr->send_cq;
+	a.recv_cq = attr->recv_cq;
+	a.srq = attr->srq;
+	a.cap = attr->cap;
+	a.qp_type = attr->qp_type;
+	a.sq_sig_all = attr->sq_sig_all;
+	qp = shim_create_qp(attr->pd, &a);
+	if (qp)
+		attr->cap = a.cap;
+	return qp;
+}
+
+/* ibv_modify_qp(3): IBV_QP_STATE moves the engine QP (ERR flushes, SQD
+ * starts iWARP's graceful close, RESET from ERR recycles). IB-only
+ * attributes (path, timers, RNR, PSNs, pkey, qkey, ...) are accepted and
+ * ignored; MAX_QP_RD_ATOMIC / MAX_DEST_RD_ATOMIC / ACCESS_FLAGS are kept
+ * for ibv_query_qp (IRD/ORD are negotiated by rdma_cm). Returns 0, or
+ * EINVAL for a state the verbs do not allow from the current one. */
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct shim_qp *q = shim_qp(qp);
+
+	if (!attr)
+		return EINVAL;
+	if (attr_mask & IBV_QP_STATE) {
+		enum ibv_qp_state to = attr->qp_state;
+		enum uiw_qp_state now = uiw_qp_get_state(q->qp);
+
+		if ((unsigned)to > IBV_QPS_ERR)
+			return EINVAL;
+		/* A new engine QP is INIT already: verbs' RESET->INIT and
+		 * INIT->RESET before any connection need no engine call. */
+		if (!(now == UIW_QPS_INIT && (to == IBV_QPS_INIT || to == IBV_QPS_RESET))) {
+			int ret = uiw_qp_modify(q->qp, (enum uiw_qp_state)to);
+
+			if (ret)
+				return -ret;
+		}
+	}
+	if (attr_mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		q->max_rd_atomic = attr->max_rd_atomic;
+	if (attr_mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		q->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (attr_mask & IBV_QP_ACCESS_FLAGS)
+		q->qp_access_flags = attr->qp_access_flags;
+	if (attr_mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
+}
+
+/* ibv_query_qp(3): state, caps, IRD/ORD, access flags, and the creation
+ * attributes. attr_mask is a hint; everything is filled. Returns 0 or
+ * EINVAL. */
+int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr)
+{
+	struct shim_qp *q = shim_qp(qp);
+	enum uiw_qp_state s;
+
+	(void)attr_mask;
+	if (!attr || !init_attr)
+		return EINVAL;
+	s = uiw_qp_get_state(q->qp);
+	memset(attr, 0, sizeof(*attr));
+	if (s == UIW_QPS_INIT && qp->state == IBV_QPS_RESET)
+		attr->qp_state = IBV_QPS_RESET;
+	else
+		attr->qp_state = (enum ibv_qp_state)s;
+	attr->cur_qp_state = attr->qp_state;
+	/* librdmacm moves the engine QP itself (connect, disconnect): keep the
+	 * public field in step with what the engine says. */
+	qp->state = attr->qp_state;
+	attr->path_mtu = IBV_MTU_1024;
+	attr->qp_access_flags = q->qp_access_flags;
+	attr->cap = q->cap;
+	attr->max_rd_atomic = q->max_rd_atomic;
+	attr->max_dest_rd_atomic = q->max_dest_rd_atomic;
+	attr->sq_draining = s == UIW_QPS_SQD;
+	attr->port_num = SHIM_PORT_NUM;
+
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_context = qp->qp_context;
+	init_attr->send_cq = qp->send_cq;
+	init_attr->recv_cq = qp->recv_cq;
+	init_attr->srq = qp->srq;
+	init_attr->cap = q->cap;
+	init_attr->qp_type = qp->qp_type;
+	init_attr->sq_sig_all = q->sq_sig_all;
+	return 0;
+}
+
+/* ibv_destroy_qp(3): aborts the connection if any, frees the QP after its
+ * returned async events are acked (it waits). Returns 0 or the engine's
+ * errno. */
+int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct shim_qp *q = shim_qp(qp);
+	int ret;
+
+	ret = uiw_qp_destroy(q->qp);
+	if (ret)
+		return -ret;
+	shim_qp_hash_del(q);
+	shim_async_purge(shim_ctx(qp->context), qp);
+	pthread_mutex_lock(&qp->mutex);
+	while (qp->events_completed != q->async_events_reported)
+		pthread_cond_wait(&qp->cond, &qp->mutex);
+	pthread_mutex_unlock(&qp->mutex);
+	shim_put(&shim_cq(qp->send_cq)->users);
+	shim_put(&shim_cq(qp->recv_cq)->users);
+	shim_put(&shim_pd(qp->pd)->users);
+	pthread_cond_destroy(&qp->cond);
+	pthread_mutex_destroy(&qp->mutex);
+	free(q);
+	return 0;
+}
+
+/* ------------------------------------------------------------- data path */
+
+#define SHIM_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
+
+/* One ibv_send_wr → uiw_send_wr. Returns 0, EOPNOTSUPP (an IB opcode an
+ * RNIC lacks: immediate data, atomics, local invalidate, MW bind, TSO) or
+ * EINVAL (unknown opcode, flags). */
+static int shim_send_wr(struct uiw_send_wr *u, const struct ibv_send_wr *w)
+{
+	switch (w->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		u->remote_addr = w->wr.rdma.remote_addr;
+		u->rkey = w->wr.rdma.rkey;
+		u->invalidate_rkey = 0;
+		break;
+	case IBV_WR_SEND:
+		u->remote_addr = 0;
+		u->rkey = 0;
+		u->invalidate_rkey = 0;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		u->remote_addr = 0;
+		u->rkey = 0;
+		u->invalidate_rkey = w->invalidate_rkey;
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+	case IBV_WR_TSO:
+		return EOPNOTSUPP;
+	default:
+		return EINVAL;
+	}
+	if (w->send_flags & ~(unsigned)SHIM_SEND_FLAGS)
+		return EINVAL;
+	u->wr_id = w->wr_id;
+	u->opcode = (enum uiw_wr_opcode)w->opcode;
+	u->flags = w->send_flags; /* same bit values */
+	u->sg_list = (const struct uiw_sge *)w->sg_list;
+	u->num_sge = w->num_sge;
+	return 0;
+}
+
+/* ops.post_send (ibv_post_send(3)): posts the list wr (Send, Send with
+ * Invalidate, RDMA Write, RDMA Read; RFC 5040 section 5) in chunks of
+ * SHIM_POST_CHUNK. Returns 0, or an errno with *bad_wr = the first WR not
+ * posted: ENOMEM (send queue full), EINVAL (bad WR, QP state),
+ * EOPNOTSUPP (opcode an RNIC lacks), ENOTCONN. */
+int shim_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	struct shim_qp *q = shim_qp(qp);
+	struct uiw_send_wr u[SHIM_POST_CHUNK];
+	struct ibv_send_wr *src[SHIM_POST_CHUNK];
+
+	while (wr) {
+		int n = 0, err = 0;
+
+		for (; wr && n < SHIM_POST_CHUNK; wr = wr->next) {
+			err = shim_send_wr(&u[n], wr);
+			if (err)
+				break;
+			src[n++] = wr;
+		}
+		if (n) {
+			int bad = 0;
+			int ret = uiw_qp_post_send(q->qp, u, n, &bad);
+
+			if (ret) {
+				*bad_wr = src[(bad >= 0 && bad < n) ? bad : 0];
+				return -ret;
+			}
+		}
+		if (err) {
+			*bad_wr = wr;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* ops.post_recv (ibv_post_recv(3)): posts the receive list wr in chunks.
+ * Returns 0, or an errno with *bad_wr = the first WR not posted: ENOMEM
+ * (receive queue full), EINVAL (too many SGEs, QP state). */
+int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	struct shim_qp *q = shim_qp(qp);
+	struct uiw_recv_wr u[SHIM_POST_CHUNK];
+	struct ibv_recv_wr *src[SHIM_POST_CHUNK];
+
+	while (wr) {
+		int n = 0, bad = 0, ret;
+
+		for (; wr && n < SHIM_POST_CHUNK; wr = wr->next) {
+			u[n].wr_id = wr->wr_id;
+			u[n].sg_list = (const struct uiw_sge *)wr->sg_list;
+			u[n].num_sge = wr->num_sge;
+			src[n++] = wr;
+		}
+		ret = uiw_qp_post_recv(q->qp, u, n, &bad);
+		if (ret) {
+			*bad_wr = src[(bad >= 0 && bad < n) ? bad : 0];
+			return -ret;
+		}
+	}
+	return 0;
+}
+
+/* ops.post_srq_recv (ibv_post_srq_recv(3)): no SRQs exist. Returns
+ * EOPNOTSUPP with *bad_wr = wr. */
+int shim_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	(void)srq;
+	*bad_wr = wr;
+	return EOPNOTSUPP;
+}
+
+/* ops.alloc_mw / bind_mw / dealloc_mw (ibv_alloc_mw(3), ibv_bind_mw(3)):
+ * memory windows are not implemented: NULL with errno EOPNOTSUPP, or
+ * EOPNOTSUPP. */
+struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	(void)pd;
+	(void)type;
+	return shim_fail_null(EOPNOTSUPP);
+}
+
+int shim_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	(void)qp;
+	(void)mw;
+	(void)mw_bind;
+	return EOPNOTSUPP;
+}
+
+int shim_op_dealloc_mw(struct ibv_mw *mw)
+{
+	(void)mw;
+	return EOPNOTSUPP;
+}
