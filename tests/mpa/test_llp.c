@@ -22,7 +22,7 @@ struct pair {
 static int setup(void **state)
 {
 	struct pair *p = calloc(1, sizeof(*p));
-	int fds[2];
+	int fds[2] = {-1, -1};
 
 	if (!p || tcp_pair(fds) < 0)
 		return -1;
@@ -46,7 +46,7 @@ static int teardown(void **state)
 
 static void test_wrap_options(void **state)
 {
-	int fds[2], one = 0;
+	int fds[2] = {-1, -1}, one = 0;
 	socklen_t len = sizeof(one);
 	struct uiw_llp *l;
 

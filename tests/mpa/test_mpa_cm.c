@@ -26,7 +26,7 @@ struct conn {
 static int setup(void **state)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	int fds[2];
+	int fds[2] = {-1, -1};
 
 	if (!c || tcp_pair(fds) < 0)
 		return -1;
