@@ -1,0 +1,417 @@
+/* rdma_cm end to end on 127.0.0.1 through the engine: connect / accept
+ * with private data both ways, a Send/Recv each way with the data checked,
+ * reject with private data (REJECTED), disconnect giving exactly one
+ * DISCONNECTED on each side, and the synchronous endpoint API
+ * (rdma_create_ep / rdma_get_request / blocking connect and accept). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "cm_util.h"
+
+#define EV_MS 5000
+
+static struct sockaddr_in lo(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+/* One side's verbs resources. */
+struct side {
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	char buf[2][256]; /* [0] send, [1] recv */
+};
+
+static void side_init(struct side *s, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr attr;
+
+	memset(s->buf, 0, sizeof(s->buf));
+	s->pd = ibv_alloc_pd(id->verbs);
+	assert_non_null(s->pd);
+	s->cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	assert_non_null(s->cq);
+	s->mr =
+	    ibv_reg_mr(s->pd, s->buf, sizeof(s->buf),
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	assert_non_null(s->mr);
+	memset(&attr, 0, sizeof(attr));
+	attr.send_cq = attr.recv_cq = s->cq;
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = 8;
+	attr.cap.max_recv_wr = 4;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	assert_int_equal(rdma_create_qp(id, s->pd, &attr), 0);
+	assert_non_null(id->qp);
+}
+
+static void side_fini(struct side *s, struct rdma_cm_id *id)
+{
+	rdma_destroy_qp(id);
+	ibv_dereg_mr(s->mr);
+	ibv_destroy_cq(s->cq);
+	ibv_dealloc_pd(s->pd);
+}
+
+static void post_recv(struct side *s, struct rdma_cm_id *id)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf[1], sizeof(s->buf[1]), s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	assert_int_equal(ibv_post_recv(id->qp, &wr, &bad), 0);
+}
+
+static void post_send(struct side *s, struct rdma_cm_id *id, const char *msg)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf[0], (uint32_t)strlen(msg) + 1, s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	strcpy(s->buf[0], msg);
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	assert_int_equal(ibv_post_send(id->qp, &wr, &bad), 0);
+}
+
+/* Polls s->cq for a completion with wr_id, at most 5 s. */
+static void wait_wc(struct side *s, uint64_t wr_id, struct ibv_wc *out)
+{
+	struct timespec t0, t, nap = {0, 1000000};
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(s->cq, 1, &wc);
+
+		assert_true(n >= 0);
+		if (n == 1) {
+			if (wc.status != IBV_WC_SUCCESS)
+				fail_msg("wr %llu: %s", (unsigned long long)wc.wr_id,
+					 ibv_wc_status_str(wc.status));
+			if (wc.wr_id == wr_id) {
+				if (out)
+					*out = wc;
+				return;
+			}
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 5)
+			fail_msg("no completion for wr %llu", (unsigned long long)wr_id);
+		nanosleep(&nap, NULL);
+	}
+}
+
+struct pair {
+	struct rdma_event_channel *sch, *cch;
+	struct rdma_cm_id *listen, *server, *client;
+	struct side s, c;
+	uint16_t port;
+};
+
+static void listen_and_resolve(struct pair *p)
+{
+	struct sockaddr_in a = lo(0);
+	struct rdma_cm_event *ev;
+
+	p->sch = rdma_create_event_channel();
+	p->cch = rdma_create_event_channel();
+	assert_non_null(p->sch);
+	assert_non_null(p->cch);
+	assert_int_equal(rdma_create_id(p->sch, &p->listen, (void *)0x5eed, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(p->listen, (struct sockaddr *)&a), 0);
+	assert_int_equal(rdma_listen(p->listen, 4), 0);
+	p->port = ntohs(rdma_get_src_port(p->listen));
+
+	assert_int_equal(rdma_create_id(p->cch, &p->client, NULL, RDMA_PS_TCP), 0);
+	a = lo(p->port);
+	assert_int_equal(rdma_resolve_addr(p->client, NULL, (struct sockaddr *)&a, 2000), 0);
+	ev = cm_expect(p->cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_resolve_route(p->client, 2000), 0);
+	ev = cm_expect(p->cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	side_init(&p->c, p->client);
+}
+
+/* Client connects with pdata; returns the server's CONNECT_REQUEST (unacked). */
+static struct rdma_cm_event *connect_and_request(struct pair *p, const char *pdata)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = pdata;
+	cp.private_data_len = (uint8_t)strlen(pdata) + 1;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	cp.retry_count = 7;
+	assert_int_equal(rdma_connect(p->client, &cp), 0);
+	ev = cm_expect(p->sch, RDMA_CM_EVENT_CONNECT_REQUEST, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->listen_id, p->listen);
+	assert_ptr_not_equal(ev->id, p->listen);
+	assert_non_null(ev->id->verbs);
+	assert_ptr_equal(ev->id->context, (void *)0x5eed);
+	assert_int_equal(ev->param.conn.private_data_len, strlen(pdata) + 1);
+	assert_non_null(ev->param.conn.private_data);
+	assert_string_equal((const char *)ev->param.conn.private_data, pdata);
+	assert_int_equal(rdma_get_local_addr(ev->id)->sa_family, AF_INET);
+	assert_int_equal(ntohs(rdma_get_src_port(ev->id)), p->port);
+	assert_int_equal(((struct sockaddr_in *)rdma_get_peer_addr(ev->id))->sin_addr.s_addr,
+			 htonl(INADDR_LOOPBACK));
+	assert_int_not_equal(rdma_get_dst_port(ev->id), 0);
+	return ev;
+}
+
+static void no_more_events(struct rdma_event_channel *ch)
+{
+	struct rdma_cm_event *ev = cm_wait_event(ch, 300);
+
+	if (ev) {
+		fprintf(stderr, "unexpected %s\n", rdma_event_str(ev->event));
+		rdma_ack_cm_event(ev);
+		fail();
+	}
+}
+
+static void test_connect_send_disconnect(void **state)
+{
+	static const char sdata[] = "server-private-data";
+	struct pair p;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp;
+	struct ibv_wc wc;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	listen_and_resolve(&p);
+	post_recv(&p.c, p.client);
+	ev = connect_and_request(&p, "client-private-data");
+	p.server = ev->id;
+	rdma_ack_cm_event(ev);
+
+	side_init(&p.s, p.server);
+	post_recv(&p.s, p.server);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = sdata;
+	cp.private_data_len = sizeof(sdata);
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	assert_int_equal(rdma_accept(p.server, &cp), 0);
+
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.server);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.client);
+	assert_int_equal(ev->param.conn.private_data_len, sizeof(sdata));
+	assert_memory_equal(ev->param.conn.private_data, sdata, sizeof(sdata));
+	rdma_ack_cm_event(ev);
+
+	/* Send / Recv both ways */
+	post_send(&p.c, p.client, "ping data from the client");
+	wait_wc(&p.c, 1, NULL);
+	wait_wc(&p.s, 2, &wc);
+	assert_int_equal(wc.opcode, IBV_WC_RECV);
+	assert_int_equal(wc.byte_len, sizeof("ping data from the client"));
+	assert_string_equal(p.s.buf[1], "ping data from the client");
+	post_send(&p.s, p.server, "pong");
+	wait_wc(&p.s, 1, NULL);
+	wait_wc(&p.c, 2, &wc);
+	assert_string_equal(p.c.buf[1], "pong");
+
+	/* graceful disconnect: one DISCONNECTED on each side */
+	assert_int_equal(rdma_disconnect(p.client), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.client);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.server);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_disconnect(p.server), 0); /* already closed: fine */
+	no_more_events(p.cch);
+	no_more_events(p.sch);
+
+	side_fini(&p.s, p.server);
+	side_fini(&p.c, p.client);
+	assert_int_equal(rdma_destroy_id(p.server), 0);
+	assert_int_equal(rdma_destroy_id(p.client), 0);
+	assert_int_equal(rdma_destroy_id(p.listen), 0);
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+}
+
+static void test_reject(void **state)
+{
+	static const char why[] = "go away";
+	struct pair p;
+	struct rdma_cm_event *ev;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	listen_and_resolve(&p);
+	ev = connect_and_request(&p, "may I?");
+	p.server = ev->id;
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_reject(p.server, why, sizeof(why)), 0);
+	errno = 0;
+	assert_int_equal(rdma_accept(p.server, NULL), -1); /* request consumed */
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_REJECTED, EV_MS);
+	assert_non_null(ev);
+	assert_int_equal(ev->status, -ECONNREFUSED);
+	assert_int_equal(ev->param.conn.private_data_len, sizeof(why));
+	assert_memory_equal(ev->param.conn.private_data, why, sizeof(why));
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_destroy_id(p.server), 0);
+	no_more_events(p.sch);
+	side_fini(&p.c, p.client);
+	rdma_destroy_id(p.client);
+	rdma_destroy_id(p.listen);
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+}
+
+/* Nobody listens: REJECTED (TCP refused, iw_cm semantics). */
+static void test_connect_refused(void **state)
+{
+	struct pair p;
+	struct rdma_cm_event *ev;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	listen_and_resolve(&p);
+	rdma_destroy_id(p.listen);
+	p.listen = NULL;
+	assert_int_equal(rdma_connect(p.client, NULL), 0);
+	ev = cm_wait_event(p.cch, 15000);
+	assert_non_null(ev);
+	assert_true(ev->event == RDMA_CM_EVENT_REJECTED || ev->event == RDMA_CM_EVENT_UNREACHABLE ||
+		    ev->event == RDMA_CM_EVENT_CONNECT_ERROR);
+	assert_int_not_equal(ev->status, 0);
+	rdma_ack_cm_event(ev);
+	side_fini(&p.c, p.client);
+	rdma_destroy_id(p.client);
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+}
+
+/* ------------------------------------------- synchronous endpoints */
+
+struct ep_server {
+	struct rdma_cm_id *listen;
+	int ret;
+	char got[64];
+};
+
+static void *ep_server_thread(void *arg)
+{
+	struct ep_server *sv = arg;
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char buf[64];
+
+	sv->ret = -1;
+	if (rdma_get_request(sv->listen, &id))
+		return NULL;
+	if (!id->qp || !id->event || id->event->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return NULL;
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	if (!mr)
+		return NULL;
+	if (rdma_post_recv(id, NULL, buf, sizeof(buf), mr))
+		return NULL;
+	if (rdma_accept(id, NULL))
+		return NULL;
+	if (rdma_get_recv_comp(id, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
+		return NULL;
+	memcpy(sv->got, buf, sizeof(sv->got));
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	sv->ret = 0;
+	return NULL;
+}
+
+static void test_sync_endpoints(void **state)
+{
+	struct rdma_addrinfo hints, *res;
+	struct ibv_qp_init_attr attr;
+	struct ep_server sv = {0};
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	pthread_t t;
+	char port[16], msg[64] = "sync endpoint hello";
+
+	(void)state;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE;
+	hints.ai_port_space = RDMA_PS_TCP;
+	assert_int_equal(rdma_getaddrinfo("127.0.0.1", "0", &hints, &res), 0);
+	memset(&attr, 0, sizeof(attr));
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	attr.cap.max_inline_data = 16;
+	attr.sq_sig_all = 1;
+	attr.qp_type = IBV_QPT_RC;
+	assert_int_equal(rdma_create_ep(&sv.listen, res, NULL, &attr), 0);
+	rdma_freeaddrinfo(res);
+	assert_int_equal(rdma_listen(sv.listen, 0), 0);
+	snprintf(port, sizeof(port), "%u", ntohs(rdma_get_src_port(sv.listen)));
+	assert_int_equal(pthread_create(&t, NULL, ep_server_thread, &sv), 0);
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_port_space = RDMA_PS_TCP;
+	assert_int_equal(rdma_getaddrinfo("127.0.0.1", port, &hints, &res), 0);
+	assert_int_equal(rdma_create_ep(&id, res, NULL, &attr), 0);
+	rdma_freeaddrinfo(res);
+	assert_non_null(id->qp);
+	assert_non_null(id->pd);
+	assert_non_null(id->send_cq);
+	mr = rdma_reg_msgs(id, msg, sizeof(msg));
+	assert_non_null(mr);
+	assert_int_equal(rdma_connect(id, NULL), 0);
+	assert_int_equal(rdma_post_send(id, NULL, msg, sizeof(msg), mr, 0), 0);
+	assert_int_equal(rdma_get_send_comp(id, &wc), 1);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	pthread_join(t, NULL);
+	assert_int_equal(sv.ret, 0);
+	assert_string_equal(sv.got, "sync endpoint hello");
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(sv.listen);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_connect_send_disconnect),
+	    cmocka_unit_test(test_reject),
+	    cmocka_unit_test(test_connect_refused),
+	    cmocka_unit_test(test_sync_endpoints),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,115 @@
+/* Internal to librdmacm.so.1 (ours): the private objects behind the public
+ * struct rdma_event_channel / rdma_cm_id / rdma_cm_event of
+ * <rdma/rdma_cma.h>, and the helpers shared between the files of this
+ * directory. Not installed.
+ *
+ * Locking: one library mutex (cm_lock) protects every channel queue, every
+ * id's state and the list of live ids. It is never held while calling into
+ * the engine (rdmap.h) or libibverbs, because those may call back into us
+ * (the shim_qp cm_event hook) on the same thread.
+ */
+#ifndef UIWARP_RDMACM_CM_PRIV_H
+#define UIWARP_RDMACM_CM_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <rdma/rdma_cma.h>
+
+#include "rdmap/rdmap.h"
+
+/* Exported with default visibility; everything else is hidden by
+ * -fvisibility=hidden and the version script. */
+#define CM_EXPORT __attribute__((visibility("default")))
+
+/* One queued or delivered event; the public struct comes first so an
+ * rdma_cm_event * handed to the application converts back. */
+struct cm_event {
+	struct rdma_cm_event ev;
+	struct cm_id *owner; /* the id whose delivered/acked counters this event counts on */
+	struct cm_event *next;
+	uint8_t pdata[UIW_MAX_PRIVATE_DATA]; /* param.conn.private_data points here */
+};
+
+/* An event channel: a socketpair whose readable end is ch.fd. Every queued
+ * event has one byte in the pair, so poll(ch.fd) reports POLLIN exactly
+ * while events are queued; the byte is read by rdma_get_cm_event. */
+struct cm_channel {
+	struct rdma_event_channel ch;
+	int wfd;
+	struct cm_event *head, *tail;
+	bool internal; /* created for a synchronous id; freed with that id */
+};
+
+enum cm_state {
+	CM_IDLE,
+	CM_BOUND,
+	CM_ADDR_RESOLVED,
+	CM_ROUTE_RESOLVED,
+	CM_LISTEN,
+	CM_CONNECT_REQ, /* new passive id: request received, not yet accepted */
+	CM_CONNECTING,	/* active: connect worker running */
+	CM_ACCEPTING,	/* passive: accept worker running */
+	CM_CONNECTED,
+	CM_DISCONNECTED,
+	CM_ERROR,
+};
+
+struct cm_id {
+	struct rdma_cm_id id;
+	uint64_t handle; /* cm_ctx of the shim_qp hook (looked up, never dereferenced) */
+	struct cm_id *next_live;
+	enum cm_state state;
+	bool sync;	    /* created with a NULL channel */
+	bool destroying;    /* rdma_destroy_id in progress: drop new events */
+	bool explicit_port; /* rdma_bind_addr gave a non-zero port */
+	bool bound;	    /* src address set by bind or resolve */
+	bool disc_pending;  /* engine said DISCONNECTED before ESTABLISHED was queued */
+	bool disc_queued;   /* DISCONNECTED already queued: exactly once */
+	bool own_send_cq, own_recv_cq;
+	unsigned delivered, acked; /* events handed to the application / acknowledged */
+
+	/* listener */
+	struct uiw_listener *listener;
+	pthread_t listen_thread;
+	bool listen_thread_started;
+	bool listen_stop;		     /* under cm_lock: the listener thread exits */
+	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): QP made by get_request */
+
+	/* passive new id */
+	struct uiw_conn_req *req;
+	struct cm_id *listen_parent;
+
+	/* connect / accept worker */
+	struct ibv_qp *conn_qp; /* id->qp, or the application's QP (conn_param->qp_num) */
+	pthread_t worker;
+	bool worker_started;
+	struct uiw_conn_param param;
+	uint8_t param_pdata[UIW_MAX_PRIVATE_DATA];
+};
+
+static inline struct cm_id *cm_id_of(struct rdma_cm_id *id)
+{
+	return (struct cm_id *)id;
+}
+
+static inline struct cm_channel *cm_channel_of(struct rdma_event_channel *ch)
+{
+	return (struct cm_channel *)ch;
+}
+
+extern pthread_mutex_t cm_lock;
+extern pthread_cond_t cm_cond;
+
+/* The device context this library opens (lazily) on our libibverbs and
+ * sets as id->verbs; NULL with errno ENODEV when there is none. */
+struct ibv_context *cm_verbs(void);
+/* The PD of that context that rdma_create_qp uses for pd == NULL. */
+struct ibv_pd *cm_pd(void);
+
+/* True for INADDR_ANY / in6addr_any. */
+bool cm_addr_is_any(const struct sockaddr *sa);
+/* sizeof the sockaddr for its family (0 if neither AF_INET nor AF_INET6). */
+socklen_t cm_addr_len(const struct sockaddr *sa);
+
+#endif
