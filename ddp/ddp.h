@@ -69,6 +69,14 @@ static inline int ddp_rx_payload(struct mpa_conn *c, const struct iovec *iov, in
 	return mpa_rx_payload(c, iov, n, len);
 }
 
+/* Reads the rest of a small segment (payload <= MPA_RX_SMALL_MAX) and its
+ * CRC, and places it into iov only if the CRC is good: 0, -EBADMSG (nothing
+ * placed), -errno. Ends the segment. */
+static inline int ddp_rx_small(struct mpa_conn *c, const struct iovec *iov, int n, size_t len)
+{
+	return mpa_rx_small(c, iov, n, len);
+}
+
 /* Ends the segment: 0, or -EBADMSG on an MPA CRC error. */
 static inline int ddp_rx_end(struct mpa_conn *c)
 {

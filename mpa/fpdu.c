@@ -5,27 +5,38 @@
  * payload is referenced where it lies, and a whole batch leaves in one
  * sendmsg.
  *
- * Receive: a 64-byte read-ahead buffer (carry) holds stream bytes read past
- * the current point; the payload of an FPDU is read with one recvmsg whose
- * iovecs are [target buffer, this FPDU's pad+CRC, read-ahead for the next
- * header], so in steady state one syscall moves one FPDU and payload bytes
- * go from the kernel straight into the target buffer.
+ * Receive: a ring holds stream bytes read ahead of the current point. Two
+ * regimes, chosen per FPDU by its size:
+ *  - large FPDUs (payload > MPA_RX_SMALL_MAX): the payload is read with one
+ *    recvmsg whose iovecs are [target buffer, a small read-ahead into the
+ *    ring for this FPDU's pad+CRC and the next header], so the payload goes
+ *    from the kernel straight into the target buffer, one syscall per FPDU;
+ *  - small FPDUs (the usual case on a 1500-byte MTU path, where every FPDU
+ *    is ~1.4 KiB): after a small FPDU the ring is filled in bulk, so one
+ *    recv brings in many FPDUs and each payload is copied out once its CRC
+ *    has been checked. A syscall costs more than copying 16 KiB here.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpa/mpa.h"
 
-#define RX_CARRY_CAP ((uint32_t)sizeof(((struct mpa_conn *)0)->carry))
+/* read-ahead after a large FPDU: its pad + CRC and the next header */
+#define RX_AHEAD 64
 
 static inline uint32_t pad_of(uint32_t ulpdu_len)
 {
 	return (4 - ((MPA_HDR_LEN + ulpdu_len) & 3)) & 3;
 }
 
-void mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg)
+int mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg)
 {
 	memset(c, 0, sizeof(*c));
+	c->rb = malloc(MPA_RX_RING);
+	if (!c->rb)
+		return -ENOMEM;
+	c->rb_cap = MPA_RX_RING;
 	c->llp = llp;
 	c->crc = neg->crc;
 	int emss = llp->ops->emss ? llp->ops->emss(llp) : 0;
@@ -38,6 +49,14 @@ void mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_neg
 	if (mulpdu > 65532)
 		mulpdu = 65532;
 	c->mulpdu = (uint32_t)mulpdu;
+	return 0;
+}
+
+void mpa_conn_fini(struct mpa_conn *c)
+{
+	free(c->rb);
+	c->rb = NULL;
+	c->rb_cap = c->rb_off = c->rb_len = 0;
 }
 
 void mpa_tx_begin(struct mpa_txbatch *b)
@@ -55,7 +74,8 @@ int mpa_tx_fpdu(struct mpa_conn *c, struct mpa_txbatch *b, const void *hdr, size
 		plen += iov[i].iov_len;
 	if (hdr_len > sizeof(b->head[0]) - MPA_HDR_LEN || hdr_len + plen > c->mulpdu)
 		return -EINVAL;
-	if (b->nfpdu >= MPA_TX_MAX_FPDU || b->niov + n + 2 > MPA_TX_MAX_IOV)
+	if (b->nfpdu >= MPA_TX_MAX_FPDU || b->niov + n + 2 > MPA_TX_MAX_IOV ||
+	    (b->nfpdu && b->bytes + hdr_len + plen > MPA_TX_MAX_BYTES))
 		return -ENOSPC;
 
 	uint32_t ulpdu_len = (uint32_t)(hdr_len + plen);
@@ -109,96 +129,127 @@ int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b)
 
 /* ------------------------------------------------------------------ receive */
 
-/* Copies up to n bytes from the read-ahead buffer into dst; returns count. */
-static uint32_t carry_take(struct mpa_conn *c, void *dst, uint32_t n)
+/* Makes at least need bytes available in the ring (need <= rb_cap). In bulk
+ * mode one recv fills all the free room; otherwise it reads what is missing
+ * plus RX_AHEAD. Returns 1, 0 on end of stream before any byte when eof_ok
+ * and the ring is empty, -ECONNRESET on end of stream, or -errno. */
+static int rx_fill(struct mpa_conn *c, uint32_t need, bool bulk, bool eof_ok)
 {
-	uint32_t avail = c->carry_len - c->carry_off;
-	if (n > avail)
-		n = avail;
-	if (n) {
-		if (dst)
-			memcpy(dst, c->carry + c->carry_off, n);
-		c->carry_off += n;
-	}
-	if (c->carry_off == c->carry_len)
-		c->carry_off = c->carry_len = 0;
-	return n;
-}
-
-/* Reads exactly n bytes into dst (NULL: discard), carry first. Reads ahead
- * into carry when the carry is empty, so a header read is one syscall. */
-static int rx_exact(struct mpa_conn *c, void *dst, uint32_t n, bool eof_ok)
-{
-	uint8_t *p = dst;
-	uint32_t got = carry_take(c, p, n);
-	bool any = got > 0;
-	while (got < n) {
-		/* carry is empty here: read what is needed plus read-ahead */
-		struct iovec iov[2];
-		int k = 0;
-		uint32_t need = n - got;
-		if (p && need < RX_CARRY_CAP) {
-			iov[k].iov_base = c->carry;
-			iov[k++].iov_len = RX_CARRY_CAP;
-		} else {
-			static __thread uint8_t sink[4096];
-			if (p) {
-				iov[k].iov_base = p + got;
-				iov[k++].iov_len = need;
-			} else {
-				iov[k].iov_base = sink;
-				iov[k++].iov_len = need < sizeof(sink) ? need : sizeof(sink);
-			}
+	if (need > c->rb_cap)
+		return -EINVAL;
+	while (c->rb_len < need) {
+		if (c->rb_off + need > c->rb_cap || (c->rb_len == 0 && c->rb_off)) {
+			memmove(c->rb, c->rb + c->rb_off, c->rb_len);
+			c->rb_off = 0;
 		}
-		ssize_t r = uiw_llp_recvv(c->llp, iov, k, -1);
+		uint32_t end = c->rb_off + c->rb_len;
+		uint32_t room = c->rb_cap - end;
+		uint32_t want = need - c->rb_len + RX_AHEAD;
+		if (bulk || want > room)
+			want = room;
+		struct iovec v = {.iov_base = c->rb + end, .iov_len = want};
+		ssize_t r = uiw_llp_recvv(c->llp, &v, 1, -1);
 		c->rx_syscalls++;
-		if (r > 0)
-			c->rx_bytes += (uint64_t)r;
 		if (r == 0)
-			return (eof_ok && !any) ? 0 : -ECONNRESET;
+			return (eof_ok && c->rb_len == 0) ? 0 : -ECONNRESET;
 		if (r < 0)
 			return (int)r;
-		any = true;
-		if (iov[0].iov_base == c->carry) {
-			c->carry_len = (uint32_t)r;
-			c->carry_off = 0;
-			got += carry_take(c, p + got, need);
-		} else {
-			got += (uint32_t)r;
-		}
+		c->rx_bytes += (uint64_t)r;
+		c->rb_len += (uint32_t)r;
 	}
 	return 1;
 }
 
+/* Takes n bytes from the ring (they must be there) into dst (NULL: drop). */
+static void rb_take(struct mpa_conn *c, void *dst, uint32_t n)
+{
+	if (dst)
+		memcpy(dst, c->rb + c->rb_off, n);
+	c->rb_off += n;
+	c->rb_len -= n;
+	if (c->rb_len == 0)
+		c->rb_off = 0;
+}
+
 int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len)
 {
-	uint8_t buf[2 + 32];
 	if (hdr_len > 32)
 		return -EINVAL;
-	int r = rx_exact(c, buf, (uint32_t)(MPA_HDR_LEN + hdr_len), true);
+	uint32_t need = (uint32_t)(MPA_HDR_LEN + hdr_len);
+	int r = rx_fill(c, need, c->bulk, true);
 	if (r <= 0)
 		return r;
-	uint16_t len = (uint16_t)(buf[0] << 8 | buf[1]);
+	const uint8_t *b = c->rb + c->rb_off;
+	uint16_t len = (uint16_t)(b[0] << 8 | b[1]);
 	if (len < hdr_len)
 		return -EPROTO;
-	memcpy(hdr, buf + MPA_HDR_LEN, hdr_len);
+	c->rx_crc = c->crc ? uiw_crc32c(0, b, need) : 0;
+	memcpy(hdr, b + MPA_HDR_LEN, hdr_len);
+	rb_take(c, NULL, need);
 	c->rx_ulpdu_len = len;
 	c->rx_left = len - (uint32_t)hdr_len;
-	c->rx_crc = c->crc ? uiw_crc32c(0, buf, MPA_HDR_LEN + hdr_len) : 0;
+	c->bulk = len <= MPA_RX_SMALL_MAX + 32;
 	return len;
 }
 
 int mpa_rx_more(struct mpa_conn *c, void *buf, size_t n)
 {
-	if (n > c->rx_left)
+	if (n > c->rx_left || n > 32)
 		return -EPROTO;
-	int r = rx_exact(c, buf, (uint32_t)n, false);
+	int r = rx_fill(c, (uint32_t)n, c->bulk, false);
 	if (r < 0)
 		return r;
 	if (c->crc)
-		c->rx_crc = uiw_crc32c(c->rx_crc, buf, n);
+		c->rx_crc = uiw_crc32c(c->rx_crc, c->rb + c->rb_off, n);
+	rb_take(c, buf, (uint32_t)n);
 	c->rx_left -= (uint32_t)n;
 	return 0;
+}
+
+/* Checks the trailer at the ring's read point against the running CRC and
+ * consumes it; the trailer must be in the ring. */
+static int rx_trailer(struct mpa_conn *c)
+{
+	uint32_t pad = pad_of(c->rx_ulpdu_len);
+	const uint8_t *t = c->rb + c->rb_off;
+	int rc = 0;
+	if (c->crc) {
+		uint32_t crc = pad ? uiw_crc32c(c->rx_crc, t, pad) : c->rx_crc;
+		uint32_t wire = (uint32_t)t[pad] | (uint32_t)t[pad + 1] << 8 |
+				(uint32_t)t[pad + 2] << 16 | (uint32_t)t[pad + 3] << 24;
+		rc = crc == wire ? 0 : -EBADMSG;
+	}
+	rb_take(c, NULL, pad + MPA_CRC_LEN);
+	return rc;
+}
+
+int mpa_rx_small(struct mpa_conn *c, const struct iovec *iov, int n, size_t len)
+{
+	if (len != c->rx_left || len > MPA_RX_SMALL_MAX)
+		return -EINVAL;
+	uint32_t total = (uint32_t)len + pad_of(c->rx_ulpdu_len) + MPA_CRC_LEN;
+	int r = rx_fill(c, total, true, false);
+	if (r < 0)
+		return r;
+	const uint8_t *p = c->rb + c->rb_off;
+	if (c->crc)
+		c->rx_crc = uiw_crc32c(c->rx_crc, p, len);
+	c->rx_left = 0;
+	/* check the CRC before placing a byte */
+	uint32_t off = c->rb_off;
+	rb_take(c, NULL, (uint32_t)len);
+	r = rx_trailer(c);
+	if (r)
+		return r;
+	size_t done = 0;
+	for (int i = 0; i < n && done < len; i++) {
+		size_t k = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
+		memcpy(iov[i].iov_base, c->rb + off + done, k);
+		done += k;
+	}
+	/* rb_take may have reset rb_off to 0 when the ring emptied, but the
+	 * bytes stay where they were until the next rx_fill */
+	return done == len ? 0 : -EINVAL;
 }
 
 /* Advances an iovec cursor by n bytes. */
@@ -223,14 +274,14 @@ int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t le
 		return -EPROTO;
 	if (!iov) {
 		/* discard, CRC still computed */
-		uint8_t tmp[1024];
 		while (len) {
-			uint32_t k = len < sizeof(tmp) ? (uint32_t)len : sizeof(tmp);
-			int r = rx_exact(c, tmp, k, false);
+			uint32_t k = len < 4096 ? (uint32_t)len : 4096;
+			int r = rx_fill(c, k, c->bulk, false);
 			if (r < 0)
 				return r;
 			if (c->crc)
-				c->rx_crc = uiw_crc32c(c->rx_crc, tmp, k);
+				c->rx_crc = uiw_crc32c(c->rx_crc, c->rb + c->rb_off, k);
+			rb_take(c, NULL, k);
 			c->rx_left -= k;
 			len -= k;
 		}
@@ -257,37 +308,36 @@ int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t le
 	int ncrc = nv;
 	memcpy(crcv, v, sizeof(struct iovec) * (size_t)nv);
 
-	/* carry first */
-	while (nv && c->carry_len > c->carry_off) {
-		uint32_t k = carry_take(c, v[0].iov_base,
-					(uint32_t)(v[0].iov_len > UINT32_MAX ? UINT32_MAX
-									     : v[0].iov_len));
+	/* what is already in the ring first */
+	while (nv && c->rb_len) {
+		uint32_t k = v[0].iov_len < c->rb_len ? (uint32_t)v[0].iov_len : c->rb_len;
+		rb_take(c, v[0].iov_base, k);
 		iov_advance(v, &nv, k);
 	}
 	while (nv) {
-		/* Read the rest of the payload, and read ahead into carry only if
-		 * this is the end of the ULPDU (the next bytes are the trailer and
-		 * the next FPDU's header, both small). */
+		/* the ring is empty here; read the rest of the payload into the
+		 * target, and read ahead into the ring only at the end of the
+		 * ULPDU (the trailer and the next header follow) */
 		int k = nv;
-		bool ahead = (len == c->rx_left);
+		bool ahead = len == c->rx_left;
 		if (ahead) {
-			v[k].iov_base = c->carry;
-			v[k].iov_len = RX_CARRY_CAP;
+			c->rb_off = 0;
+			v[k].iov_base = c->rb;
+			v[k].iov_len = RX_AHEAD;
 		}
 		ssize_t r = uiw_llp_recvv(c->llp, v, k + (ahead ? 1 : 0), -1);
 		c->rx_syscalls++;
-		if (r > 0)
-			c->rx_bytes += (uint64_t)r;
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0)
 			return (int)r;
+		c->rx_bytes += (uint64_t)r;
 		size_t pl = 0;
 		for (int i = 0; i < nv; i++)
 			pl += v[i].iov_len;
 		if ((size_t)r > pl) {
-			c->carry_off = 0;
-			c->carry_len = (uint32_t)((size_t)r - pl);
+			c->rb_off = 0;
+			c->rb_len = (uint32_t)((size_t)r - pl);
 			nv = 0;
 		} else {
 			iov_advance(v, &nv, (size_t)r);
@@ -304,15 +354,8 @@ int mpa_rx_end(struct mpa_conn *c)
 {
 	if (c->rx_left)
 		return -EPROTO;
-	uint32_t pad = pad_of(c->rx_ulpdu_len);
-	uint8_t t[8];
-	int r = rx_exact(c, t, pad + MPA_CRC_LEN, false);
+	int r = rx_fill(c, pad_of(c->rx_ulpdu_len) + MPA_CRC_LEN, c->bulk, false);
 	if (r < 0)
 		return r;
-	if (!c->crc)
-		return 0;
-	uint32_t crc = pad ? uiw_crc32c(c->rx_crc, t, pad) : c->rx_crc;
-	uint32_t wire = (uint32_t)t[pad] | (uint32_t)t[pad + 1] << 8 | (uint32_t)t[pad + 2] << 16 |
-			(uint32_t)t[pad + 3] << 24;
-	return crc == wire ? 0 : -EBADMSG;
+	return rx_trailer(c);
 }

@@ -104,10 +104,10 @@ struct mpa_conn {
 	struct uiw_llp *llp;
 	bool crc;          /* send and check CRC32c */
 	uint32_t mulpdu;   /* max ULPDU bytes (DDP header + payload) per FPDU */
-	/* receive side: bytes read ahead of the current FPDU (the next FPDU's
-	 * start), consumed before reading the stream again */
-	uint8_t carry[64];
-	uint32_t carry_len, carry_off;
+	/* receive ring: stream bytes read ahead of the current point */
+	uint8_t *rb;
+	uint32_t rb_cap, rb_off, rb_len;
+	bool bulk;            /* last FPDU was small: read ahead in bulk */
 	/* receive side: the FPDU being read */
 	uint32_t rx_crc;      /* running CRC32c over what was received */
 	uint16_t rx_ulpdu_len;
@@ -116,15 +116,29 @@ struct mpa_conn {
 	uint64_t tx_fpdus, tx_bytes, tx_syscalls, rx_fpdus, rx_bytes, rx_syscalls;
 };
 
+/* Payloads up to this many bytes are received through the ring in bulk
+ * (many FPDUs per recv, CRC checked before a byte is placed); larger ones
+ * go from the kernel straight into their target buffer. A syscall costs
+ * more than copying a payload this small (docs/design.md). */
+#define MPA_RX_SMALL_MAX (16 * 1024)
+#define MPA_RX_RING (65536)
+
 /* Sets up framing on a connection that finished its handshake. MULPDU is
  * computed from the stream's EMSS so every FPDU fits one segment
- * (RFC 5044 §4.1 with markers off: EMSS - (6 + EMSS mod 4)... rounded down to
- * a multiple of 4, at least 128). */
-void mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg);
+ * (RFC 5044 §4.1 with markers off: EMSS - (6 + EMSS mod 4)), at least 128.
+ * Allocates the receive ring. Returns 0 or -ENOMEM. */
+int mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg);
+/* Frees what mpa_conn_init allocated (not the llp). */
+void mpa_conn_fini(struct mpa_conn *c);
 
 /* A batch of FPDUs to go out in one sendmsg. */
 #define MPA_TX_MAX_FPDU 64
 #define MPA_TX_MAX_IOV 512
+/* A batch stops growing past this many bytes, so the CRC pass and the
+ * kernel's copy find the payload still in cache. */
+#ifndef MPA_TX_MAX_BYTES
+#define MPA_TX_MAX_BYTES (256 * 1024)
+#endif
 struct mpa_txbatch {
 	int niov, nfpdu;
 	size_t bytes;
@@ -153,12 +167,19 @@ int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b);
  *   mpa_rx_begin   reads ULPDU_Length and the first hdr_len bytes of the
  *                  ULPDU into hdr (blocking). Returns the ULPDU length
  *                  (> 0), 0 on orderly end of stream before any byte of
- *                  an FPDU, -EPROTO if the ULPDU is shorter than hdr_len or
- *                  longer than the peer may send, -ECONNRESET/-errno.
+ *                  an FPDU, -EPROTO if the ULPDU is shorter than hdr_len,
+ *                  -ECONNRESET/-errno.
  *   mpa_rx_more    reads n more ULPDU bytes into buf (header tail).
+ *   mpa_rx_small   for the rest of the ULPDU when it is at most
+ *                  MPA_RX_SMALL_MAX bytes: reads it and the trailer into
+ *                  the ring, checks the CRC, and only then copies the len
+ *                  payload bytes into iov. 0, -EBADMSG (CRC: nothing was
+ *                  placed), -EINVAL (len is not the rest or too big), -errno.
+ *                  Ends the FPDU (no mpa_rx_end).
  *   mpa_rx_payload reads len ULPDU bytes straight into iov (the target
- *                  buffer; NULL iov discards). Large payloads go from the
- *                  kernel to iov with no intermediate buffer.
+ *                  buffer; NULL iov discards), from the kernel with no
+ *                  intermediate buffer (bytes already in the ring are
+ *                  copied from it).
  *   mpa_rx_end     reads pad and CRC and checks the CRC when negotiated:
  *                  0, or -EBADMSG on a CRC mismatch (the caller sends a
  *                  Terminate LLP/MPA_TERM_CRC).
@@ -166,6 +187,7 @@ int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b);
  * to be 0 (-EPROTO otherwise). */
 int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len);
 int mpa_rx_more(struct mpa_conn *c, void *buf, size_t n);
+int mpa_rx_small(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
 int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
 int mpa_rx_end(struct mpa_conn *c);
 

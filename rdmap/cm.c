@@ -66,7 +66,12 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_ne
 	mpa_tx_begin(qp->batch);
 	qp->llp = llp;
 	qp->neg = *neg;
-	mpa_conn_init(&qp->mpa, llp, neg);
+	if (mpa_conn_init(&qp->mpa, llp, neg)) {
+		free(qp->batch);
+		qp->batch = NULL;
+		qp->llp = NULL;
+		return -ENOMEM;
+	}
 	for (int i = 0; i < 3; i++)
 		qp->tx_msn[i] = qp->rx_msn[i] = 1;
 	qp->rx_send_active = false;
@@ -82,6 +87,7 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_ne
 
 static void qp_detach(struct uiw_qp *qp)
 {
+	mpa_conn_fini(&qp->mpa);
 	free(qp->batch);
 	qp->batch = NULL;
 	qp->llp = NULL;
@@ -233,6 +239,7 @@ int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **o
 	}
 	int one = 1;
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	uiw_config_socket(l->fd);
 	if (addr->sa_family == AF_INET6) {
 		int zero = 0;
 		setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));

@@ -9,6 +9,7 @@
  * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
+ * | UIWARP_TCP_MAXSEG     | (path)  | clamp the TCP MSS (tests of small-MTU paths)   |
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -52,6 +53,8 @@ static void config_load(void)
 		cfg.mpa.timeout_ms = (int)t;
 	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
+	long mss = env_long("UIWARP_TCP_MAXSEG", 0);
+	cfg.tcp_maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");
 	if (cc && strlen(cc) < sizeof(cfg.tcp_cc))
 		strcpy(cfg.tcp_cc, cc);
@@ -66,6 +69,8 @@ const struct uiw_config *uiw_config_get(void)
 void uiw_config_socket(int fd)
 {
 	const struct uiw_config *c = uiw_config_get();
+	if (c->tcp_maxseg)
+		setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &c->tcp_maxseg, sizeof(c->tcp_maxseg));
 	if (c->tcp_cc[0])
 		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, (socklen_t)strlen(c->tcp_cc));
 }

@@ -12,10 +12,6 @@
 #include "rdmap/rdmap.h"
 #include "rdmap/rdmap_wire.h"
 
-/* Payloads up to this size are staged and their CRC checked before a byte is
- * placed; larger ones go straight from the kernel into the target buffer. */
-#define UIW_RX_STAGE_MAX 4096
-
 /* The STag reserved for RTR frames (never given to an MR). */
 #define UIW_RTR_STAG 1u
 
@@ -24,6 +20,7 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	int connect_timeout_ms;
+	int tcp_maxseg;  /* TCP_MAXSEG to set, 0 for the path's */
 	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */
 };
 /* Applies the configured socket options (congestion control) to a TCP socket. */

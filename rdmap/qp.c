@@ -223,6 +223,7 @@ static void qp_disconnect_stream(struct uiw_qp *qp)
 	}
 	uiw_mr_put(qp->rx_mr);
 	qp->rx_mr = NULL;
+	mpa_conn_fini(&qp->mpa);
 	free(qp->batch);
 	qp->batch = NULL;
 }

@@ -19,27 +19,15 @@ static void term_seg(struct uiw_qp *qp, struct uiw_term t, const struct ddp_rx_s
 	uiw_terminate(qp, &t);
 }
 
-/* Reads the payload into the target. Small payloads are staged so the CRC is
- * checked before placement; large ones are placed directly and checked
- * after. Returns 0, -EBADMSG (CRC), or -errno from the stream. */
+/* Reads the payload into the target. Small payloads come through MPA's
+ * receive ring with their CRC checked before a byte is placed; large ones
+ * go straight from the kernel into the target buffer and are checked after
+ * (bytes can only have landed inside the validated range). Returns 0,
+ * -EBADMSG (CRC), or -errno from the stream. */
 static int place(struct uiw_qp *qp, const struct iovec *iov, int n, size_t len)
 {
-	if (len <= UIW_RX_STAGE_MAX) {
-		static __thread uint8_t stage[UIW_RX_STAGE_MAX];
-		struct iovec sv = {.iov_base = stage, .iov_len = len};
-		int r = ddp_rx_payload(&qp->mpa, &sv, 1, len);
-		if (!r)
-			r = ddp_rx_end(&qp->mpa);
-		if (r)
-			return r;
-		size_t off = 0;
-		for (int i = 0; i < n && off < len; i++) {
-			size_t k = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
-			memcpy(iov[i].iov_base, stage + off, k);
-			off += k;
-		}
-		return 0;
-	}
+	if (len <= MPA_RX_SMALL_MAX)
+		return ddp_rx_small(&qp->mpa, iov, n, len);
 	int r = ddp_rx_payload(&qp->mpa, iov, n, len);
 	return r ? r : ddp_rx_end(&qp->mpa);
 }

@@ -27,6 +27,7 @@ static size_t opt_size = 1 << 20;
 static uint64_t opt_total = 1ull << 30;
 static int opt_runs = 5, opt_window = 16;
 static const char *opt_cc;
+static int opt_mss;
 
 static double now_s(void)
 {
@@ -37,6 +38,8 @@ static double now_s(void)
 
 static void set_cc(int fd)
 {
+	if (opt_mss && setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &opt_mss, sizeof(opt_mss)))
+		perror("TCP_MAXSEG");
 	if (opt_cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, opt_cc, (socklen_t)strlen(opt_cc)))
 		perror("TCP_CONGESTION");
 }
@@ -71,6 +74,7 @@ static double run_tcp(void)
 {
 	int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	set_cc(lfd);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 	bind(lfd, (void *)&a, sizeof(a));
@@ -248,11 +252,13 @@ int main(int argc, char **argv)
 			opt_runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--window") && i + 1 < argc)
 			opt_window = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--mss") && i + 1 < argc)
+			opt_mss = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--cc") && i + 1 < argc)
 			opt_cc = argv[++i];
 		else {
 			fprintf(stderr, "usage: %s [--size B] [--total B] [--runs N] [--window N] "
-					"[--cc ALG]\n", argv[0]);
+					"[--cc ALG] [--mss BYTES]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -260,6 +266,11 @@ int main(int argc, char **argv)
 		return 2;
 	if (opt_cc)
 		setenv("UIWARP_TCP_CONGESTION", opt_cc, 1);
+	if (opt_mss) {
+		char b[16];
+		snprintf(b, sizeof(b), "%d", opt_mss);
+		setenv("UIWARP_TCP_MAXSEG", b, 1);
+	}
 	char cc[32] = "?";
 	FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
 	if (f) {
@@ -267,8 +278,8 @@ int main(int argc, char **argv)
 			strcpy(cc, "?");
 		fclose(f);
 	}
-	printf("loopback, message %zu B, %llu B per run, %d runs, congestion control %s\n",
-	       opt_size, (unsigned long long)opt_total, opt_runs, opt_cc ? opt_cc : cc);
+	printf("loopback (MSS %d), message %zu B, %llu B per run, %d runs, congestion control %s\n",
+	       opt_mss, opt_size, (unsigned long long)opt_total, opt_runs, opt_cc ? opt_cc : cc);
 	double tcp[100], uiw[100];
 	for (int i = 0; i < opt_runs; i++) { /* interleaved A/B */
 		tcp[i] = run_tcp();

@@ -61,13 +61,15 @@ static void link_init(struct link *k, bool crc)
 	k->tx = (struct uiw_llp){.ops = &sp_ops, .fd = sv[0]};
 	k->rx = (struct uiw_llp){.ops = &sp_ops, .fd = sv[1]};
 	struct mpa_negotiated neg = {.rev = 2, .crc = crc};
-	mpa_conn_init(&k->ctx, &k->tx, &neg);
-	mpa_conn_init(&k->crx, &k->rx, &neg);
+	assert_int_equal(mpa_conn_init(&k->ctx, &k->tx, &neg), 0);
+	assert_int_equal(mpa_conn_init(&k->crx, &k->rx, &neg), 0);
 	mpa_tx_begin(&k->b);
 }
 
 static void link_fini(struct link *k)
 {
+	mpa_conn_fini(&k->ctx);
+	mpa_conn_fini(&k->crx);
 	close(k->tx.fd);
 	close(k->rx.fd);
 }
@@ -207,6 +209,68 @@ static void test_corruption_detected(void **state)
 	link_fini(&k);
 }
 
+static void test_small_path_places_nothing_on_bad_crc(void **state)
+{
+	(void)state;
+	struct link k;
+	link_init(&k, true);
+	uint8_t pl[100], d[100];
+	memset(pl, 0x5a, sizeof(pl));
+	memset(d, 0xee, sizeof(d));
+	struct iovec iov = {pl, sizeof(pl)};
+	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
+			    .iov = &iov, .niov = 1, .len = sizeof(pl)};
+	/* a good FPDU, then a corrupted one */
+	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
+	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
+	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
+	pl[7] ^= 0x80;
+	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
+	struct ddp_rx_seg s;
+	struct iovec dv = {d, sizeof(d)};
+	assert_int_equal(ddp_rx_header(&k.crx, &s), 1);
+	assert_int_equal(ddp_rx_small(&k.crx, &dv, 1, s.payload_len), 0);
+	assert_int_equal(d[7], 0x5a);
+	memset(d, 0xee, sizeof(d));
+	assert_int_equal(ddp_rx_header(&k.crx, &s), 1);
+	assert_int_equal(ddp_rx_small(&k.crx, &dv, 1, s.payload_len), -EBADMSG);
+	for (size_t i = 0; i < sizeof(d); i++)
+		assert_int_equal(d[i], 0xee); /* nothing placed */
+	link_fini(&k);
+}
+
+static void test_small_fpdus_bulk_receive(void **state)
+{
+	(void)state;
+	struct link k;
+	link_init(&k, true);
+	size_t len = 400 * 1428;
+	uint8_t *src = malloc(len), *dst = calloc(1, len);
+	for (size_t i = 0; i < len; i++)
+		src[i] = (uint8_t)(i * 13);
+	struct iovec iov = {src, len};
+	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
+			    .iov = &iov, .niov = 1, .len = len};
+	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
+	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
+	size_t off = 0;
+	for (int i = 0; i < 400; i++) {
+		struct ddp_rx_seg s;
+		assert_int_equal(ddp_rx_header(&k.crx, &s), 1);
+		assert_int_equal(s.to, off);
+		struct iovec dv = {dst + off, s.payload_len};
+		assert_int_equal(ddp_rx_small(&k.crx, &dv, 1, s.payload_len), 0);
+		off += s.payload_len;
+	}
+	assert_int_equal(off, len);
+	assert_memory_equal(src, dst, len);
+	/* many FPDUs per receive syscall */
+	assert_true(k.crx.rx_syscalls < 100);
+	free(src);
+	free(dst);
+	link_fini(&k);
+}
+
 static void test_many_fpdus_one_syscall(void **state)
 {
 	(void)state;
@@ -234,6 +298,8 @@ int main(void)
 		cmocka_unit_test(test_segmentation_sizes),
 		cmocka_unit_test(test_fpdu_bytes_on_wire),
 		cmocka_unit_test(test_corruption_detected),
+		cmocka_unit_test(test_small_path_places_nothing_on_bad_crc),
+		cmocka_unit_test(test_small_fpdus_bulk_receive),
 		cmocka_unit_test(test_many_fpdus_one_syscall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
