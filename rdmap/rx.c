@@ -7,6 +7,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "rdmap/internal.h"
 
@@ -397,6 +398,13 @@ void *uiw_rx_thread(void *arg)
 			break;
 		qp->mpa.rx_fpdus++;
 	}
+	/* A send in flight may already be delivered: let it finish and
+	 * complete its WQEs before the rest is flushed (bounded: the peer may
+	 * have stopped reading). */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 2;
+	bool tx_locked = pthread_mutex_timedlock(&qp->tx_lock, &ts) == 0;
 	pthread_mutex_lock(&qp->lock);
 	bool was_err = qp->state == UIW_QPS_ERR;
 	if (!was_err)
@@ -404,6 +412,8 @@ void *uiw_rx_thread(void *arg)
 	qp->rx_seen_first = true;
 	pthread_cond_broadcast(&qp->cond);
 	pthread_mutex_unlock(&qp->lock);
+	if (tx_locked)
+		pthread_mutex_unlock(&qp->tx_lock);
 	/* RFC 5040 §6: the peer closed (or the stream broke): close our side */
 	if (qp->llp)
 		qp->llp->ops->shutdown_send(qp->llp);
