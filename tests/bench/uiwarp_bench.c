@@ -125,7 +125,7 @@ static void ep_init(struct ep *e, size_t len)
 				     .max_send_wr = 1024, .max_recv_wr = 16, .max_send_sge = 1,
 				     .max_recv_sge = 1};
 	uiw_qp_create(&a, &e->qp);
-	e->buf = aligned_alloc(4096, len);
+	e->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
 	memset(e->buf, 1, len);
 	uiw_mr_reg(e->pd, e->buf, len, (uintptr_t)e->buf,
 		   UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE, &e->mr);

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Builds uiwarp twice and runs every test in both builds.
+#
+#   bash scripts/test.sh
+#
+# As root on Debian bookworm it first installs whatever of the build and test
+# dependencies is missing (apt-get, non-interactive). Then:
+#   build/       RelWithDebInfo
+#   build-asan/  RelWithDebInfo + -DUIWARP_SANITIZE=ON (ASan + UBSan)
+# and `ctest --output-on-failure` in each. Exits non-zero if anything fails
+# (a missing package, a build error, a failed test).
+#
+# Environment:
+#   UIW_TEST_JOBS   ctest parallelism (default 1: the e2e tests use
+#                   namespaces and are parallel-safe, other areas may not be)
+#   UIW_TEST_ONLY   "build" or "asan": run only that tree
+#   UIW_NO_APT=1    never call apt-get (only report what is missing)
+#   CTEST_ARGS      extra ctest arguments, e.g. "-R hostile"
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+JOBS=$(nproc 2>/dev/null || echo 2)
+CTEST_JOBS=${UIW_TEST_JOBS:-1}
+START=$(date +%s)
+
+log() {
+	printf '[test.sh %s +%ds] %s\n' "$(date -u +%H:%M:%S)" $(($(date +%s) - START)) "$*"
+}
+
+# ------------------------------------------------------------ dependencies
+PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev
+	rdmacm-utils ibverbs-utils iproute2 tshark python3)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
+	[ "$st" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	log "missing packages: ${missing[*]}"
+	if [ "$(id -u)" != 0 ] || [ "${UIW_NO_APT:-0}" = 1 ]; then
+		log "not root (or UIW_NO_APT=1): install them with apt-get, then run again"
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	# tshark: do not ask whether non-root users may capture
+	echo 'wireshark-common wireshark-common/install-setuid boolean false' |
+		debconf-set-selections
+	ok=0
+	for attempt in 1 2 3; do
+		if timeout 600 apt-get -q update </dev/null &&
+			timeout 1200 apt-get -q -y --no-install-recommends \
+				-o DPkg::Lock::Timeout=300 \
+				-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+				install "${missing[@]}" </dev/null; then
+			ok=1
+			break
+		fi
+		log "apt-get failed (attempt $attempt of 3)"
+		sleep $((attempt * 10))
+	done
+	[ "$ok" = 1 ] || {
+		log "could not install: ${missing[*]}"
+		exit 1
+	}
+fi
+log "dependencies present: ${PKGS[*]}"
+
+# ------------------------------------------------------------ build + test
+declare -A RESULT
+TOTAL_PASS=0
+TOTAL_FAIL=0
+TOTAL_SKIP=0
+
+# A build dir configured from another source tree (e.g. a copied repo) is
+# stale: start it afresh.
+fresh_dir() {
+	local dir=$1 home
+	if [ -f "$dir/CMakeCache.txt" ]; then
+		home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$dir/CMakeCache.txt")
+		if [ "$home" != "$ROOT" ]; then
+			log "$dir was configured for $home: removing it"
+			rm -rf "$dir"
+		fi
+	fi
+}
+
+run_tree() {
+	local name=$1 dir=$2
+	shift 2
+	local t0 rc out
+	t0=$(date +%s)
+	fresh_dir "$dir"
+	log "[$name] configure: cmake -S . -B $dir $*"
+	if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"; then
+		RESULT[$name]="configure FAILED"
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+		return 1
+	fi
+	log "[$name] build (-j$JOBS)"
+	if ! cmake --build "$dir" -j "$JOBS"; then
+		RESULT[$name]="build FAILED"
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+		return 1
+	fi
+	log "[$name] ctest --output-on-failure -j$CTEST_JOBS ${CTEST_ARGS:-}"
+	out=$dir/ctest-output.log
+	# Bounded: a test without its own TIMEOUT gets 300 s, the whole run
+	# 25 min, so two trees stay well inside CI's limit even if things hang.
+	# shellcheck disable=SC2086
+	(cd "$dir" && timeout -k 30 1500 ctest --output-on-failure --timeout 300 -j "$CTEST_JOBS" \
+		${CTEST_ARGS:-} </dev/null) 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	local total failed skipped
+	total=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p' "$out" | tail -1)
+	failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$out" | tail -1)
+	skipped=$(grep -c '\*\*\*Skipped\|Not Run.*Disabled' "$out")
+	total=${total:-0}
+	failed=${failed:-0}
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		log "[$name] ctest hit the 1500 s limit"
+		failed=$((failed + 1))
+	elif [ "$total" = 0 ] && [ "$rc" != 0 ]; then
+		failed=1
+	fi
+	local passed=$((total - failed - skipped))
+	[ "$passed" -ge 0 ] || passed=0
+	TOTAL_PASS=$((TOTAL_PASS + passed))
+	TOTAL_FAIL=$((TOTAL_FAIL + failed))
+	TOTAL_SKIP=$((TOTAL_SKIP + skipped))
+	RESULT[$name]="$passed passed, $failed failed, $skipped skipped ($(($(date +%s) - t0)) s)"
+	[ "$rc" = 0 ]
+}
+
+status=0
+if [ "${UIW_TEST_ONLY:-}" != asan ]; then
+	run_tree build build || status=1
+fi
+if [ "${UIW_TEST_ONLY:-}" != build ]; then
+	run_tree asan build-asan -DUIWARP_SANITIZE=ON || status=1
+fi
+
+log "summary:"
+for k in build asan; do
+	[ -n "${RESULT[$k]:-}" ] && log "  $k: ${RESULT[$k]}"
+done
+log "total time $(($(date +%s) - START)) s"
+echo "total: $TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
+exit $status

@@ -1,0 +1,328 @@
+/* uiw_target: a uiwarp endpoint for the hostile-peer tests (hostile_test.py).
+ *
+ * Written directly on the engine API (rdmap/rdmap.h). It listens on
+ * 127.0.0.1:PORT (0: any free port), prints "LISTEN port=N", accepts one
+ * connection (peer-to-peer: uiw_accept waits for the peer's RTR), registers
+ * a 64 KiB MR filled with a known pattern (REMOTE_WRITE | REMOTE_READ |
+ * LOCAL_WRITE, addressed as IOVA), posts a few receives, prints
+ *   READY stag=0x... iova=0x... len=65536 rstag=0x... riova=0x...
+ * (rstag/riova: the receive buffers' MR, 4 x 1024 bytes, LOCAL_WRITE only)
+ * and then reports events (EVENT TERMINATE / EVENT DISCONNECTED) and
+ * completions (WC ...). When the connection has ended it prints
+ *   SURVIVED placed_outside=P changed=N
+ * where N is the number of MR bytes that differ from the pattern and P the
+ * number of bytes of the guard areas around the MR (never registered) that
+ * changed, followed by first=/last= (MR offsets of the first and last
+ * changed byte, -1 if none) and rchanged= (non-zero bytes in the receive
+ * buffers, which start zeroed), and exits 0. A watchdog ends it with status
+ * 3 if it hangs.
+ *
+ * Usage: uiw_target [PORT [SECONDS [REQ_MS]]]   SECONDS: how long to wait for
+ * the connection to end after READY (default 30); REQ_MS: how long to wait
+ * for a valid MPA Request (default 20000).
+ *
+ * Pattern (hostile_test.py must agree): MR byte i = (i * 7 + 3) & 0xff,
+ * guard byte i = 0xa5 ^ (i & 0xff).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmap/rdmap.h"
+
+#define MR_LEN 65536u
+#define GUARD 4096u
+#define MR_IOVA 0x1000000ull /* not the virtual address: exercises TO translation */
+#define NRECV 4
+#define RECV_LEN 1024u
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static bool disconnected;
+static unsigned terminate_events, fatal_events;
+
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)(i * 7 + 3);
+}
+
+static uint8_t guard_pattern(size_t i)
+{
+	return (uint8_t)(0xa5 ^ (i & 0xff));
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	flockfile(stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	funlockfile(stdout);
+}
+
+static void on_watchdog(int sig)
+{
+	static const char msg[] = "WATCHDOG: uiw_target hung, exiting 3\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0) {
+		/* nothing more to do */
+	}
+	_exit(3);
+}
+
+static void on_event(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx)
+{
+	(void)qp;
+	(void)ctx;
+	pthread_mutex_lock(&lock);
+	switch (ev) {
+	case UIW_QP_EV_TERMINATE:
+		terminate_events++;
+		say("EVENT TERMINATE");
+		break;
+	case UIW_QP_EV_DISCONNECTED:
+		disconnected = true;
+		say("EVENT DISCONNECTED");
+		break;
+	case UIW_QP_EV_FATAL:
+		fatal_events++;
+		say("EVENT FATAL");
+		break;
+	default:
+		say("EVENT %d", (int)ev);
+		break;
+	}
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void drain_cq(struct uiw_cq *cq)
+{
+	struct uiw_wc wc[16];
+	int n, i;
+
+	while ((n = uiw_cq_poll(cq, 16, wc)) > 0) {
+		for (i = 0; i < n; i++)
+			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u",
+			    (unsigned long long)wc[i].wr_id, (int)wc[i].status, (int)wc[i].opcode,
+			    wc[i].byte_len);
+	}
+}
+
+/* Waits until DISCONNECTED or the deadline, polling the CQ meanwhile. */
+static bool wait_disconnect(struct uiw_cq *cq, int seconds)
+{
+	struct timespec end, now;
+	bool done = false;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += seconds;
+	for (;;) {
+		drain_cq(cq);
+		pthread_mutex_lock(&lock);
+		done = disconnected;
+		pthread_mutex_unlock(&lock);
+		if (done)
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			return false;
+		usleep(20000);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned port = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 0;
+	int wait_s = argc > 2 ? atoi(argv[2]) : 30;
+	int req_ms = argc > 3 ? atoi(argv[3]) : 20000;
+	struct uiw_pd *pd = NULL;
+	struct uiw_cq *cq = NULL;
+	struct uiw_qp *qp = NULL;
+	struct uiw_mr *mr = NULL, *rmr = NULL;
+	struct uiw_listener *l = NULL;
+	struct uiw_conn_req *req = NULL;
+	struct uiw_conn_info info;
+	struct uiw_qp_init_attr qa;
+	struct uiw_conn_param param;
+	struct uiw_qp_stats st;
+	struct sockaddr_in sa;
+	struct sockaddr_storage bound;
+	uint8_t *area, *mem, *rbuf;
+	size_t i, changed = 0, outside = 0, rchanged = 0;
+	long first = -1, last = -1;
+	bool ok;
+	int ret;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_watchdog);
+	alarm((unsigned)wait_s + (unsigned)req_ms / 1000 + 40);
+
+	area = aligned_alloc(4096, GUARD + MR_LEN + GUARD);
+	rbuf = aligned_alloc(4096, NRECV * RECV_LEN);
+	if (!area || !rbuf) {
+		say("ERROR out of memory");
+		return 2;
+	}
+	for (i = 0; i < GUARD; i++) {
+		area[i] = guard_pattern(i);
+		area[GUARD + MR_LEN + i] = guard_pattern(i);
+	}
+	mem = area + GUARD;
+	for (i = 0; i < MR_LEN; i++)
+		mem[i] = pattern(i);
+	memset(rbuf, 0, NRECV * RECV_LEN);
+
+	pd = uiw_pd_alloc();
+	if (!pd) {
+		say("ERROR uiw_pd_alloc: %s", strerror(errno));
+		return 2;
+	}
+	ret = uiw_mr_reg(pd, mem, MR_LEN, MR_IOVA,
+			 UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE,
+			 &mr);
+	if (ret) {
+		say("ERROR uiw_mr_reg: %d", ret);
+		return 2;
+	}
+	ret = uiw_mr_reg(pd, rbuf, NRECV * RECV_LEN, (uint64_t)(uintptr_t)rbuf,
+			 UIW_ACCESS_LOCAL_WRITE, &rmr);
+	if (ret) {
+		say("ERROR uiw_mr_reg (recv): %d", ret);
+		return 2;
+	}
+	ret = uiw_cq_create(64, NULL, NULL, &cq);
+	if (ret) {
+		say("ERROR uiw_cq_create: %d", ret);
+		return 2;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.pd = pd;
+	qa.send_cq = cq;
+	qa.recv_cq = cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 16;
+	qa.max_send_sge = 1;
+	qa.max_recv_sge = 1;
+	ret = uiw_qp_create(&qa, &qp);
+	if (ret) {
+		say("ERROR uiw_qp_create: %d", ret);
+		return 2;
+	}
+	uiw_qp_set_event_cb(qp, on_event, NULL);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ret = uiw_listen((struct sockaddr *)&sa, 1, &l);
+	if (ret) {
+		say("ERROR uiw_listen: %d", ret);
+		return 2;
+	}
+	uiw_listener_addr(l, &bound);
+	say("LISTEN port=%u", ntohs(((struct sockaddr_in *)&bound)->sin_port));
+
+	memset(&info, 0, sizeof(info));
+	ret = uiw_listener_get_request(l, req_ms, &req, &info);
+	if (ret) {
+		say("NO_REQUEST uiw_listener_get_request: %d", ret);
+		uiw_listener_close(l);
+		uiw_qp_destroy(qp);
+		uiw_mr_dereg(mr);
+		uiw_mr_dereg(rmr);
+		uiw_cq_destroy(cq);
+		uiw_pd_free(pd);
+		free(area);
+		free(rbuf);
+		say("SURVIVED placed_outside=0 changed=0 first=-1 last=-1 rchanged=0 "
+		    "terminate_events=0");
+		return 0;
+	}
+	say("REQUEST ird=%u ord=%u pd_len=%u", info.responder_resources, info.initiator_depth,
+	    info.private_data_len);
+
+	memset(&param, 0, sizeof(param));
+	param.responder_resources = 4;
+	param.initiator_depth = 4;
+	ret = uiw_accept(req, qp, &param, 20000);
+	if (ret) {
+		say("ACCEPT_FAILED %d", ret);
+	} else {
+		struct uiw_sge sge[NRECV];
+		struct uiw_recv_wr wr[NRECV];
+		int bad = -1;
+
+		for (i = 0; i < NRECV; i++) {
+			sge[i].addr = (uint64_t)(uintptr_t)(rbuf + i * RECV_LEN);
+			sge[i].length = RECV_LEN;
+			sge[i].lkey = rmr->stag;
+			wr[i].wr_id = 100 + i;
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+		}
+		ret = uiw_qp_post_recv(qp, wr, NRECV, &bad);
+		if (ret)
+			say("POST_RECV_FAILED %d bad=%d", ret, bad);
+		say("READY stag=0x%x iova=0x%llx len=%llu rstag=0x%x riova=0x%llx", mr->stag,
+		    (unsigned long long)mr->iova, (unsigned long long)mr->length, rmr->stag,
+		    (unsigned long long)rmr->iova);
+	}
+
+	ok = ret == 0 ? wait_disconnect(cq, wait_s) : true;
+	if (!ok)
+		say("TIMEOUT no DISCONNECTED event after %d s", wait_s);
+	drain_cq(cq);
+	uiw_qp_get_stats(qp, &st);
+	say("STATS rx_fpdus=%llu rx_bytes=%llu tx_fpdus=%llu terminates_sent=%llu "
+	    "terminates_recv=%llu state=%d",
+	    (unsigned long long)st.rx_fpdus, (unsigned long long)st.rx_bytes,
+	    (unsigned long long)st.tx_fpdus, (unsigned long long)st.terminates_sent,
+	    (unsigned long long)st.terminates_recv, (int)uiw_qp_get_state(qp));
+
+	uiw_qp_destroy(qp);
+	uiw_listener_close(l);
+	for (i = 0; i < MR_LEN; i++) {
+		if (mem[i] != pattern(i)) {
+			changed++;
+			if (first < 0)
+				first = (long)i;
+			last = (long)i;
+		}
+	}
+	for (i = 0; i < NRECV * RECV_LEN; i++)
+		rchanged += rbuf[i] != 0;
+	for (i = 0; i < GUARD; i++) {
+		outside += area[i] != guard_pattern(i);
+		outside += area[GUARD + MR_LEN + i] != guard_pattern(i);
+	}
+	uiw_mr_dereg(mr);
+	uiw_mr_dereg(rmr);
+	uiw_cq_destroy(cq);
+	uiw_pd_free(pd);
+	say("SURVIVED placed_outside=%zu changed=%zu first=%ld last=%ld rchanged=%zu "
+	    "terminate_events=%u",
+	    outside, changed, first, last, rchanged, terminate_events);
+	free(area);
+	free(rbuf);
+	return ok ? 0 : 4;
+}
