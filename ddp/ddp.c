@@ -10,9 +10,9 @@ int ddp_send_message(struct mpa_conn *c, struct mpa_txbatch *b, const struct ddp
 	uint8_t hdr[DDP_UNTAGGED_HDR_LEN];
 	size_t hlen = m->tagged ? DDP_TAGGED_HDR_LEN : DDP_UNTAGGED_HDR_LEN;
 	uint64_t max_payload = c->mulpdu - hlen;
-	uint64_t off = 0;      /* message offset of this segment */
-	int vi = 0;            /* current piece */
-	size_t voff = 0;       /* offset inside it */
+	uint64_t off = 0; /* message offset of this segment */
+	int vi = 0;	  /* current piece */
+	size_t voff = 0;  /* offset inside it */
 
 	do {
 		uint64_t seg = m->len - off;
@@ -92,8 +92,8 @@ int ddp_rx_header(struct mpa_conn *c, struct ddp_rx_seg *s)
 	}
 	if (len < DDP_UNTAGGED_HDR_LEN)
 		return -EPROTO;
-	int r = mpa_rx_more(c, s->raw + DDP_TAGGED_HDR_LEN,
-			    DDP_UNTAGGED_HDR_LEN - DDP_TAGGED_HDR_LEN);
+	int r =
+	    mpa_rx_more(c, s->raw + DDP_TAGGED_HDR_LEN, DDP_UNTAGGED_HDR_LEN - DDP_TAGGED_HDR_LEN);
 	if (r)
 		return r;
 	const struct ddp_untagged_hdr *h = (const void *)s->raw;

@@ -15,11 +15,11 @@
 /* One outgoing ULP message (RFC 5041 §5.1, §5.2). */
 struct ddp_msg {
 	bool tagged;
-	uint8_t ulp_ctrl;  /* RDMAP control byte */
-	uint32_t stag;     /* tagged: sink STag */
-	uint64_t to;       /* tagged: sink tagged offset of the first byte */
-	uint32_t ulp_rsvd; /* untagged: RDMAP's 32 bits (Invalidate STag) */
-	uint32_t qn, msn;  /* untagged: queue number, message sequence number */
+	uint8_t ulp_ctrl;	 /* RDMAP control byte */
+	uint32_t stag;		 /* tagged: sink STag */
+	uint64_t to;		 /* tagged: sink tagged offset of the first byte */
+	uint32_t ulp_rsvd;	 /* untagged: RDMAP's 32 bits (Invalidate STag) */
+	uint32_t qn, msn;	 /* untagged: queue number, message sequence number */
 	const struct iovec *iov; /* payload pieces, total len bytes */
 	int niov;
 	uint64_t len;
@@ -41,8 +41,8 @@ struct ddp_rx_seg {
 	uint32_t stag;
 	uint64_t to;
 	uint32_t ulp_rsvd, qn, msn, mo;
-	uint16_t seg_len;     /* DDP segment length (the ULPDU length) */
-	uint32_t payload_len; /* bytes after the header */
+	uint16_t seg_len;		   /* DDP segment length (the ULPDU length) */
+	uint32_t payload_len;		   /* bytes after the header */
 	uint8_t raw[DDP_UNTAGGED_HDR_LEN]; /* the header as received */
 	uint8_t raw_len;
 };

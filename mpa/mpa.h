@@ -30,35 +30,35 @@ uint32_t uiw_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* What one side asks for (request) or answers (reply). */
 struct mpa_params {
-	uint8_t rev;        /* MPA_REV_1 or MPA_REV_2 */
-	bool crc;           /* C flag */
-	bool markers;       /* M flag (we never ask; a request with M is rejected) */
-	bool p2p;           /* RFC 6581 peer-to-peer (A) */
-	uint8_t rtr;        /* MPA_RTR_* bit set: offered (request) / chosen (reply) */
-	uint16_t ird, ord;  /* RFC 6581 IRD / ORD (14 bits) */
-	bool enhanced;      /* E flag and the IRD/ORD word present (rev 2 only) */
-	uint16_t pd_len;    /* ULP private data length, not counting the RFC 6581 word */
+	uint8_t rev;	   /* MPA_REV_1 or MPA_REV_2 */
+	bool crc;	   /* C flag */
+	bool markers;	   /* M flag (we never ask; a request with M is rejected) */
+	bool p2p;	   /* RFC 6581 peer-to-peer (A) */
+	uint8_t rtr;	   /* MPA_RTR_* bit set: offered (request) / chosen (reply) */
+	uint16_t ird, ord; /* RFC 6581 IRD / ORD (14 bits) */
+	bool enhanced;	   /* E flag and the IRD/ORD word present (rev 2 only) */
+	uint16_t pd_len;   /* ULP private data length, not counting the RFC 6581 word */
 	uint8_t pd[MPA_MAX_PD_RFC];
 };
 
 /* The outcome of a completed handshake, the same on both ends. */
 struct mpa_negotiated {
 	uint8_t rev;
-	bool crc;          /* CRC32c used in both directions */
+	bool crc; /* CRC32c used in both directions */
 	bool p2p;
-	uint8_t rtr;       /* the single RTR kind to send/expect (MPA_RTR_*), 0 if none */
+	uint8_t rtr;	   /* the single RTR kind to send/expect (MPA_RTR_*), 0 if none */
 	uint16_t ird, ord; /* our IRD and ORD after relaxed negotiation (clamped) */
 	bool initiator;
 };
 
 /* Local policy: what we offer as initiator and accept as responder. */
 struct mpa_config {
-	uint8_t rev;          /* revision to send as initiator (default 2) */
-	bool crc;             /* ask for CRC (default on) */
-	bool crc_required;    /* refuse a peer that will not do CRC */
-	bool p2p;             /* ask for peer-to-peer as initiator (default on) */
-	uint8_t rtr_offer;    /* RTR kinds offered as initiator (default WRITE|READ) */
-	int timeout_ms;       /* wait for the peer's request/reply (default 10000) */
+	uint8_t rev;	   /* revision to send as initiator (default 2) */
+	bool crc;	   /* ask for CRC (default on) */
+	bool crc_required; /* refuse a peer that will not do CRC */
+	bool p2p;	   /* ask for peer-to-peer as initiator (default on) */
+	uint8_t rtr_offer; /* RTR kinds offered as initiator (default WRITE|READ) */
+	int timeout_ms;	   /* wait for the peer's request/reply (default 10000) */
 };
 void mpa_config_default(struct mpa_config *cfg);
 
@@ -102,16 +102,16 @@ int mpa_send_reject(struct uiw_llp *llp, const struct mpa_params *req, const voi
 /* Per-connection framing state; embedded by DDP in its connection. */
 struct mpa_conn {
 	struct uiw_llp *llp;
-	bool crc;          /* send and check CRC32c */
-	uint32_t mulpdu;   /* max ULPDU bytes (DDP header + payload) per FPDU */
+	bool crc;	 /* send and check CRC32c */
+	uint32_t mulpdu; /* max ULPDU bytes (DDP header + payload) per FPDU */
 	/* receive ring: stream bytes read ahead of the current point */
 	uint8_t *rb;
 	uint32_t rb_cap, rb_off, rb_len;
-	bool bulk;            /* last FPDU was small: read ahead in bulk */
+	bool bulk; /* last FPDU was small: read ahead in bulk */
 	/* receive side: the FPDU being read */
-	uint32_t rx_crc;      /* running CRC32c over what was received */
+	uint32_t rx_crc; /* running CRC32c over what was received */
 	uint16_t rx_ulpdu_len;
-	uint32_t rx_left;     /* ULPDU bytes of this FPDU not yet consumed */
+	uint32_t rx_left; /* ULPDU bytes of this FPDU not yet consumed */
 	/* counters */
 	uint64_t tx_fpdus, tx_bytes, tx_syscalls, rx_fpdus, rx_bytes, rx_syscalls;
 };

@@ -45,9 +45,9 @@ struct mpa_v2_ird_ord {
 	uint16_t ord; /* big-endian: C | D | ORD(14) */
 } __attribute__((packed));
 #define MPA_V2_PEER_TO_PEER 0x8000 /* A, in the IRD word */
-#define MPA_V2_RTR_SEND 0x4000     /* B, in the IRD word: zero-length Send/FPDU */
-#define MPA_V2_RTR_WRITE 0x8000    /* C, in the ORD word: zero-length RDMA Write */
-#define MPA_V2_RTR_READ 0x4000     /* D, in the ORD word: zero-length RDMA Read */
+#define MPA_V2_RTR_SEND 0x4000	   /* B, in the IRD word: zero-length Send/FPDU */
+#define MPA_V2_RTR_WRITE 0x8000	   /* C, in the ORD word: zero-length RDMA Write */
+#define MPA_V2_RTR_READ 0x4000	   /* D, in the ORD word: zero-length RDMA Read */
 #define MPA_V2_IRD_ORD_MASK 0x3fff
 #define MPA_V2_IRD_ORD_NONE 0x3fff /* "do not negotiate" as sent by Intel */
 

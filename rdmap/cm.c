@@ -188,7 +188,8 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		*rejected = true;
 	if (rc == -EPROTO && term) {
 		/* RFC 6581 §8: tell the peer why, then close */
-		struct mpa_negotiated tn = {.rev = reply->rev, .crc = reply->crc, .initiator = true};
+		struct mpa_negotiated tn = {
+		    .rev = reply->rev, .crc = reply->crc, .initiator = true};
 		if (qp_attach(qp, llp, &tn) == 0) {
 			uint8_t payload[4] = {RDMAP_LAYER_LLP << 4, term, 0, 0};
 			uiw_tx_send_terminate(qp, payload, sizeof(payload));
@@ -440,8 +441,8 @@ fail:
 int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len)
 {
 	int rc = len > UIW_MAX_PRIVATE_DATA
-			 ? -EINVAL
-			 : mpa_send_reject(req->llp, &req->req, private_data, len);
+		     ? -EINVAL
+		     : mpa_send_reject(req->llp, &req->req, private_data, len);
 	req->llp->ops->shutdown_send(req->llp);
 	req->llp->ops->destroy(req->llp);
 	free(req);

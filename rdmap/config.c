@@ -72,5 +72,6 @@ void uiw_config_socket(int fd)
 	if (c->tcp_maxseg)
 		setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &c->tcp_maxseg, sizeof(c->tcp_maxseg));
 	if (c->tcp_cc[0])
-		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, (socklen_t)strlen(c->tcp_cc));
+		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc,
+			   (socklen_t)strlen(c->tcp_cc));
 }

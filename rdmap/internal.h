@@ -20,7 +20,7 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	int connect_timeout_ms;
-	int tcp_maxseg;  /* TCP_MAXSEG to set, 0 for the path's */
+	int tcp_maxseg;	 /* TCP_MAXSEG to set, 0 for the path's */
 	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */
 };
 /* Applies the configured socket options (congestion control) to a TCP socket. */
@@ -35,8 +35,8 @@ struct uiw_pd {
 
 struct uiw_mr_int {
 	struct uiw_mr pub;
-	atomic_int refs;    /* table + in-flight users */
-	atomic_bool valid;  /* cleared by dereg */
+	atomic_int refs;   /* table + in-flight users */
+	atomic_bool valid; /* cleared by dereg */
 };
 
 /* Looks up an STag and takes a reference; NULL if unknown or invalidated. */
@@ -90,7 +90,7 @@ struct irq_entry {
 
 /* An outbound RDMA Read waiting for its Read Response. */
 struct orq_entry {
-	uint32_t sq_idx;   /* its SQ WQE, or UINT32_MAX for the Read RTR */
+	uint32_t sq_idx; /* its SQ WQE, or UINT32_MAX for the Read RTR */
 	uint32_t sink_stag;
 	uint64_t sink_to;
 	uint32_t size, got;
@@ -133,16 +133,16 @@ struct uiw_qp {
 	struct mpa_negotiated neg;
 	pthread_mutex_t tx_lock; /* serialises the stream's send side */
 	struct mpa_txbatch *batch;
-	uint32_t tx_msn[3];      /* next MSN per QN, starts at 1 */
+	uint32_t tx_msn[3]; /* next MSN per QN, starts at 1 */
 	pthread_t rx_thread, tx_thread;
 	bool threads_started;
 
 	/* receive side (rx thread only) */
-	uint32_t rx_msn[3];           /* expected MSN per QN */
-	uint64_t rx_send_got;         /* bytes of the current Send message */
+	uint32_t rx_msn[3];   /* expected MSN per QN */
+	uint64_t rx_send_got; /* bytes of the current Send message */
 	bool rx_send_active;
-	struct rq_wqe rx_cur;         /* current receive WQE */
-	struct uiw_mr_int *rx_mr;     /* cached MR of the last tagged segment */
+	struct rq_wqe rx_cur;	  /* current receive WQE */
+	struct uiw_mr_int *rx_mr; /* cached MR of the last tagged segment */
 
 	struct uiw_qp_stats stats;
 };
@@ -177,10 +177,10 @@ void *uiw_rx_thread(void *arg);
 /* What went wrong and where (RFC 5040 §4.8). */
 struct uiw_term {
 	uint8_t layer, etype, ecode;
-	bool has_seg;                 /* a segment header is echoed */
+	bool has_seg; /* a segment header is echoed */
 	struct ddp_rx_seg seg;
-	bool has_rreq;                /* the Read Request body is echoed */
-	struct rdmap_read_req rreq;   /* wire order */
+	bool has_rreq;		    /* the Read Request body is echoed */
+	struct rdmap_read_req rreq; /* wire order */
 };
 
 /* The one Terminate path: sends the Terminate (best effort), closes the

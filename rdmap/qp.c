@@ -136,12 +136,12 @@ static enum uiw_wc_opcode wc_opcode_of(enum uiw_wr_opcode op)
 static void push_send_cqe(struct uiw_qp *qp, const struct sq_wqe *w)
 {
 	struct uiw_wc wc = {
-		.wr_id = w->wr.wr_id,
-		.status = w->status,
-		.opcode = wc_opcode_of(w->wr.opcode),
-		.byte_len = (uint32_t)w->len,
-		.qp_num = qp->qpn,
-		.qp_ctx = qp->ctx,
+	    .wr_id = w->wr.wr_id,
+	    .status = w->status,
+	    .opcode = wc_opcode_of(w->wr.opcode),
+	    .byte_len = (uint32_t)w->len,
+	    .qp_num = qp->qpn,
+	    .qp_ctx = qp->ctx,
 	};
 	uiw_cq_push(qp->scq, &wc, false);
 }

@@ -38,10 +38,10 @@ enum {
 
 struct uiw_mr {
 	struct uiw_pd *pd;
-	void *addr;      /* local start */
-	uint64_t iova;   /* the address the peer and SGEs use for addr */
+	void *addr;	 /* local start */
+	uint64_t iova;	 /* the address the peer and SGEs use for addr */
 	uint64_t length; /* bytes */
-	uint32_t stag;   /* lkey == rkey; never 0 */
+	uint32_t stag;	 /* lkey == rkey; never 0 */
 	unsigned access;
 };
 
@@ -125,7 +125,7 @@ struct uiw_qp_init_attr {
 	struct uiw_cq *send_cq, *recv_cq;
 	uint32_t max_send_wr, max_recv_wr; /* rounded up; actual written back */
 	uint32_t max_send_sge, max_recv_sge;
-	uint32_t max_inline;               /* bytes */
+	uint32_t max_inline; /* bytes */
 	bool sq_sig_all;
 	void *ctx; /* echoed in uiw_wc.qp_ctx and events */
 };
@@ -184,7 +184,7 @@ struct uiw_send_wr {
 	const struct uiw_sge *sg_list;
 	int num_sge;
 	uint64_t remote_addr; /* RDMA Write / Read: the peer's TO */
-	uint32_t rkey;        /* RDMA Write / Read: the peer's STag */
+	uint32_t rkey;	      /* RDMA Write / Read: the peer's STag */
 	uint32_t invalidate_rkey;
 };
 
@@ -209,10 +209,10 @@ int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int
 
 /* Connection events of a QP, reported through the callback below. */
 enum uiw_qp_event {
-	UIW_QP_EV_ESTABLISHED,  /* (not used: connect/accept return instead) */
+	UIW_QP_EV_ESTABLISHED,	/* (not used: connect/accept return instead) */
 	UIW_QP_EV_DISCONNECTED, /* the stream closed: peer FIN, local close done */
-	UIW_QP_EV_TERMINATE,    /* a Terminate was sent or received; QP in ERR */
-	UIW_QP_EV_FATAL,        /* local catastrophic error; QP in ERR */
+	UIW_QP_EV_TERMINATE,	/* a Terminate was sent or received; QP in ERR */
+	UIW_QP_EV_FATAL,	/* local catastrophic error; QP in ERR */
 };
 typedef void (*uiw_qp_event_fn)(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx);
 /* Sets the event callback (called from engine threads, at most once per
@@ -224,7 +224,7 @@ void uiw_qp_set_event_cb(struct uiw_qp *qp, uiw_qp_event_fn fn, void *ctx);
 /* Connection parameters (RFC 6581 IRD/ORD, ULP private data). */
 struct uiw_conn_param {
 	const void *private_data;
-	uint8_t private_data_len; /* bytes, at most UIW_MAX_PRIVATE_DATA */
+	uint8_t private_data_len;    /* bytes, at most UIW_MAX_PRIVATE_DATA */
 	uint8_t responder_resources; /* IRD: inbound RDMA Reads we accept */
 	uint8_t initiator_depth;     /* ORD: outbound RDMA Reads we issue */
 };
@@ -234,8 +234,9 @@ struct uiw_conn_param {
 struct uiw_conn_info {
 	uint8_t private_data[UIW_MAX_PRIVATE_DATA];
 	uint8_t private_data_len;
-	uint8_t responder_resources, initiator_depth; /* the peer's IRD/ORD as seen by us:
-						       * responder_resources = min(our IRD, peer ORD) */
+	uint8_t responder_resources,
+	    initiator_depth; /* the peer's IRD/ORD as seen by us:
+			      * responder_resources = min(our IRD, peer ORD) */
 	struct sockaddr_storage local, peer;
 };
 

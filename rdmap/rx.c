@@ -109,15 +109,16 @@ static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	/* RFC 5040 §7.2: a Read Response with no outstanding Read, or for
 	 * another sink, is an unexpected opcode / invalid STag. */
 	if (!have) {
-		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+		term_seg(qp,
+			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
 			 s);
 		return false;
 	}
 	if (s->payload_len) {
 		if (s->stag != o.sink_stag || s->to != o.sink_to + o.got ||
 		    s->payload_len > o.size - o.got) {
-			term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS),
-				 s);
+			term_seg(
+			    qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
 			return false;
 		}
 		void *p;
@@ -328,27 +329,31 @@ static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 {
 	int ec = ddp_check_version(s);
 	if (ec) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, s->tagged ? DDP_ETYPE_TAGGED : DDP_ETYPE_UNTAGGED,
-				  (uint8_t)ec),
+		term_seg(qp,
+			 TERM(RDMAP_LAYER_DDP, s->tagged ? DDP_ETYPE_TAGGED : DDP_ETYPE_UNTAGGED,
+			      (uint8_t)ec),
 			 s);
 		return false;
 	}
 	if ((s->ulp_ctrl >> RDMAP_VERSION_SHIFT) != RDMAP_VERSION) {
-		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_BAD_VERSION),
-			 s);
+		term_seg(
+		    qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_BAD_VERSION), s);
 		return false;
 	}
 	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
 	bool tagged_op = op == RDMAP_RDMA_WRITE || op == RDMAP_RDMA_READ_RESP;
 	if (op > RDMAP_TERMINATE || tagged_op != s->tagged) {
 		term_seg(qp,
-			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP), s);
+			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+			 s);
 		return false;
 	}
 	if (!s->tagged) {
-		static const uint8_t qn_of[8] = {0, DDP_QN_READ_REQ, 0, 0, 0, 0, 0, DDP_QN_TERMINATE};
+		static const uint8_t qn_of[8] = {0, DDP_QN_READ_REQ, 0, 0, 0, 0,
+						 0, DDP_QN_TERMINATE};
 		if (s->qn != qn_of[op]) {
-			term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN),
+			term_seg(qp,
+				 TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN),
 				 s);
 			return false;
 		}

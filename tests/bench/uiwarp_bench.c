@@ -40,7 +40,8 @@ static void set_cc(int fd)
 {
 	if (opt_mss && setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &opt_mss, sizeof(opt_mss)))
 		perror("TCP_MAXSEG");
-	if (opt_cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, opt_cc, (socklen_t)strlen(opt_cc)))
+	if (opt_cc &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, opt_cc, (socklen_t)strlen(opt_cc)))
 		perror("TCP_CONGESTION");
 }
 
@@ -121,8 +122,12 @@ static void ep_init(struct ep *e, size_t len)
 {
 	e->pd = uiw_pd_alloc();
 	uiw_cq_create(4096, NULL, NULL, &e->cq);
-	struct uiw_qp_init_attr a = {.pd = e->pd, .send_cq = e->cq, .recv_cq = e->cq,
-				     .max_send_wr = 1024, .max_recv_wr = 16, .max_send_sge = 1,
+	struct uiw_qp_init_attr a = {.pd = e->pd,
+				     .send_cq = e->cq,
+				     .recv_cq = e->cq,
+				     .max_send_wr = 1024,
+				     .max_recv_wr = 16,
+				     .max_send_sge = 1,
 				     .max_recv_sge = 1};
 	uiw_qp_create(&a, &e->qp);
 	e->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
@@ -192,17 +197,20 @@ static double run_uiwarp(void)
 		fprintf(stderr, "connect %d accept %d\n", rc, ac.rc);
 		return -1;
 	}
-	struct uiw_sge rsge = {.addr = (uintptr_t)r.buf + opt_size, .length = 64,
-			       .lkey = r.mr->stag};
+	struct uiw_sge rsge = {
+	    .addr = (uintptr_t)r.buf + opt_size, .length = 64, .lkey = r.mr->stag};
 	struct uiw_recv_wr rwr = {.wr_id = 1, .sg_list = &rsge, .num_sge = 1};
 	int bad;
 	uiw_qp_post_recv(r.qp, &rwr, 1, &bad);
 
-	struct uiw_sge sge = {.addr = (uintptr_t)s.buf, .length = (uint32_t)opt_size,
-			      .lkey = s.mr->stag};
-	struct uiw_send_wr wr = {.opcode = UIW_WR_RDMA_WRITE, .flags = UIW_SEND_SIGNALED,
-				 .sg_list = &sge, .num_sge = 1,
-				 .remote_addr = (uintptr_t)r.buf, .rkey = r.mr->stag};
+	struct uiw_sge sge = {
+	    .addr = (uintptr_t)s.buf, .length = (uint32_t)opt_size, .lkey = s.mr->stag};
+	struct uiw_send_wr wr = {.opcode = UIW_WR_RDMA_WRITE,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)r.buf,
+				 .rkey = r.mr->stag};
 	uint64_t n = opt_total / opt_size, posted = 0, done = 0;
 	struct uiw_wc wc;
 	double t0 = now_s();
@@ -257,8 +265,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--cc") && i + 1 < argc)
 			opt_cc = argv[++i];
 		else {
-			fprintf(stderr, "usage: %s [--size B] [--total B] [--runs N] [--window N] "
-					"[--cc ALG] [--mss BYTES]\n", argv[0]);
+			fprintf(stderr,
+				"usage: %s [--size B] [--total B] [--runs N] [--window N] "
+				"[--cc ALG] [--mss BYTES]\n",
+				argv[0]);
 			return 2;
 		}
 	}

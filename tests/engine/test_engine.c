@@ -66,11 +66,11 @@ static void side_init(struct side *s, size_t len)
 	s->buf = malloc(len);
 	assert_non_null(s->buf);
 	memset(s->buf, 0, len);
-	assert_int_equal(uiw_mr_reg(s->pd, s->buf, len, (uintptr_t)s->buf,
-				    UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
-					    UIW_ACCESS_REMOTE_READ,
-				    &s->mr),
-			 0);
+	assert_int_equal(
+	    uiw_mr_reg(s->pd, s->buf, len, (uintptr_t)s->buf,
+		       UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ,
+		       &s->mr),
+	    0);
 }
 
 static void side_fini(struct side *s)
@@ -89,8 +89,10 @@ static void *passive(void *arg)
 	p->accept_rc = uiw_listener_get_request(p->l, 5000, &req, &p->b.info);
 	if (p->accept_rc)
 		return NULL;
-	struct uiw_conn_param cp = {.private_data = "reply-pd", .private_data_len = 8,
-				    .responder_resources = 4, .initiator_depth = 4};
+	struct uiw_conn_param cp = {.private_data = "reply-pd",
+				    .private_data_len = 8,
+				    .responder_resources = 4,
+				    .initiator_depth = 4};
 	p->accept_rc = uiw_accept(req, p->b.qp, &cp, 5000);
 	return NULL;
 }
@@ -105,8 +107,10 @@ static void pair_connect(struct pair *p, size_t len)
 	uiw_listener_addr(p->l, &p->addr);
 	pthread_t t;
 	pthread_create(&t, NULL, passive, p);
-	struct uiw_conn_param cp = {.private_data = "hello", .private_data_len = 5,
-				    .responder_resources = 4, .initiator_depth = 4};
+	struct uiw_conn_param cp = {.private_data = "hello",
+				    .private_data_len = 5,
+				    .responder_resources = 4,
+				    .initiator_depth = 4};
 	bool rejected;
 	int rc = uiw_connect(p->a.qp, NULL, (struct sockaddr *)&p->addr, &cp, 5000, &p->a.info,
 			     &rejected);
@@ -156,8 +160,11 @@ static void test_send_recv(void **state)
 	post_recv(&p.b, 7, 0, 4096);
 	memcpy(p.a.buf, "ping-data", 9);
 	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 9, .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND, .flags = UIW_SEND_SIGNALED,
-				 .sg_list = &sge, .num_sge = 1};
+	struct uiw_send_wr wr = {.wr_id = 1,
+				 .opcode = UIW_WR_SEND,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
 	struct uiw_wc wc[2];
@@ -187,18 +194,25 @@ static void test_write_read_large(void **state)
 	pair_connect(&p, 2 * len);
 	fill(p.a.buf, len, 3);
 	/* RDMA Write of 8 MiB into b[0..len) */
-	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = (uint32_t)len,
-			      .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.wr_id = 2, .opcode = UIW_WR_RDMA_WRITE,
-				 .flags = UIW_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1,
-				 .remote_addr = (uintptr_t)p.b.buf, .rkey = p.b.mr->stag};
+	struct uiw_sge sge = {
+	    .addr = (uintptr_t)p.a.buf, .length = (uint32_t)len, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 2,
+				 .opcode = UIW_WR_RDMA_WRITE,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf,
+				 .rkey = p.b.mr->stag};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
 	/* then a Send, which arrives after the Write has been placed */
 	post_recv(&p.b, 8, len, 64);
 	struct uiw_sge s2 = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
-	struct uiw_send_wr w2 = {.wr_id = 3, .opcode = UIW_WR_SEND, .flags = UIW_SEND_SIGNALED,
-				 .sg_list = &s2, .num_sge = 1};
+	struct uiw_send_wr w2 = {.wr_id = 3,
+				 .opcode = UIW_WR_SEND,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &s2,
+				 .num_sge = 1};
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &w2, 1, &bad), 0);
 	struct uiw_wc wc[4];
 	assert_int_equal(poll_n(p.a.cq, wc, 2), 2);
@@ -209,11 +223,15 @@ static void test_write_read_large(void **state)
 	assert_memory_equal(p.a.buf, p.b.buf, len);
 
 	/* RDMA Read of 8 MiB from b back into a[len..2len) */
-	struct uiw_sge s3 = {.addr = (uintptr_t)p.a.buf + len, .length = (uint32_t)len,
-			     .lkey = p.a.mr->stag};
-	struct uiw_send_wr w3 = {.wr_id = 4, .opcode = UIW_WR_RDMA_READ,
-				 .flags = UIW_SEND_SIGNALED, .sg_list = &s3, .num_sge = 1,
-				 .remote_addr = (uintptr_t)p.b.buf, .rkey = p.b.mr->stag};
+	struct uiw_sge s3 = {
+	    .addr = (uintptr_t)p.a.buf + len, .length = (uint32_t)len, .lkey = p.a.mr->stag};
+	struct uiw_send_wr w3 = {.wr_id = 4,
+				 .opcode = UIW_WR_RDMA_READ,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &s3,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf,
+				 .rkey = p.b.mr->stag};
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &w3, 1, &bad), 0);
 	assert_int_equal(poll_n(p.a.cq, wc, 1), 1);
 	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
@@ -239,14 +257,16 @@ static void test_many_small_and_order(void **state)
 	for (int i = 0; i < 32; i++) {
 		p.a.buf[i * 64] = (uint8_t)i;
 		sge[i] = (struct uiw_sge){.addr = (uintptr_t)p.a.buf + (size_t)i * 64,
-					  .length = 33, .lkey = p.a.mr->stag};
-		wr[i] = (struct uiw_send_wr){.wr_id = (uint64_t)i,
-					     .opcode = (i % 3 == 1) ? UIW_WR_RDMA_READ : UIW_WR_SEND,
-					     .flags = UIW_SEND_SIGNALED,
-					     .sg_list = &sge[i],
-					     .num_sge = 1,
-					     .remote_addr = (uintptr_t)p.b.buf + 8192,
-					     .rkey = p.b.mr->stag};
+					  .length = 33,
+					  .lkey = p.a.mr->stag};
+		wr[i] =
+		    (struct uiw_send_wr){.wr_id = (uint64_t)i,
+					 .opcode = (i % 3 == 1) ? UIW_WR_RDMA_READ : UIW_WR_SEND,
+					 .flags = UIW_SEND_SIGNALED,
+					 .sg_list = &sge[i],
+					 .num_sge = 1,
+					 .remote_addr = (uintptr_t)p.b.buf + 8192,
+					 .rkey = p.b.mr->stag};
 		if (wr[i].opcode == UIW_WR_RDMA_READ)
 			sge[i].addr = (uintptr_t)p.a.buf + 65536 + (size_t)i * 64;
 	}
@@ -280,7 +300,8 @@ static void test_graceful_close_flushes(void **state)
 	assert_int_equal(poll_n(p.a.cq, wc, 1), 1);
 	assert_int_equal(wc[0].wr_id, 66);
 	assert_int_equal(wc[0].status, UIW_WC_WR_FLUSH_ERR);
-	for (int i = 0; i < 500 && (!atomic_load(&p.a.disconnected) || !atomic_load(&p.b.disconnected)); i++)
+	for (int i = 0;
+	     i < 500 && (!atomic_load(&p.a.disconnected) || !atomic_load(&p.b.disconnected)); i++)
 		usleep(10000);
 	assert_int_equal(atomic_load(&p.a.disconnected), 1);
 	assert_int_equal(atomic_load(&p.b.disconnected), 1);
@@ -295,13 +316,16 @@ static void test_remote_access_error_terminates(void **state)
 	memset(p.b.buf, 0xab, p.b.len);
 	/* Write past the end of b's MR: b terminates, a sees the close */
 	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 128, .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.wr_id = 9, .opcode = UIW_WR_RDMA_WRITE,
-				 .sg_list = &sge, .num_sge = 1,
+	struct uiw_send_wr wr = {.wr_id = 9,
+				 .opcode = UIW_WR_RDMA_WRITE,
+				 .sg_list = &sge,
+				 .num_sge = 1,
 				 .remote_addr = (uintptr_t)p.b.buf + p.b.len - 64,
 				 .rkey = p.b.mr->stag};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
-	for (int i = 0; i < 500 && (!atomic_load(&p.a.terminated) || !atomic_load(&p.b.terminated)); i++)
+	for (int i = 0; i < 500 && (!atomic_load(&p.a.terminated) || !atomic_load(&p.b.terminated));
+	     i++)
 		usleep(10000);
 	assert_int_equal(atomic_load(&p.b.terminated), 1);
 	assert_int_equal(atomic_load(&p.a.terminated), 1);
@@ -314,11 +338,11 @@ static void test_remote_access_error_terminates(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_send_recv),
-		cmocka_unit_test(test_write_read_large),
-		cmocka_unit_test(test_many_small_and_order),
-		cmocka_unit_test(test_graceful_close_flushes),
-		cmocka_unit_test(test_remote_access_error_terminates),
+	    cmocka_unit_test(test_send_recv),
+	    cmocka_unit_test(test_write_read_large),
+	    cmocka_unit_test(test_many_small_and_order),
+	    cmocka_unit_test(test_graceful_close_flushes),
+	    cmocka_unit_test(test_remote_access_error_terminates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

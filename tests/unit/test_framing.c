@@ -104,7 +104,8 @@ static void roundtrip(bool tagged, uint64_t len, bool crc)
 	/* two pieces to exercise slicing across SGEs */
 	struct iovec iov[2] = {{src, len / 3}, {src + len / 3, len - len / 3}};
 	struct ddp_msg m = {.tagged = tagged,
-			    .ulp_ctrl = (uint8_t)(1 << 6 | (tagged ? RDMAP_RDMA_WRITE : RDMAP_SEND)),
+			    .ulp_ctrl =
+				(uint8_t)(1 << 6 | (tagged ? RDMAP_RDMA_WRITE : RDMAP_SEND)),
 			    .stag = 0x1234,
 			    .to = 0x10000,
 			    .qn = 0,
@@ -168,8 +169,8 @@ static void test_fpdu_bytes_on_wire(void **state)
 	link_init(&k, true);
 	uint8_t pl[3] = {0xaa, 0xbb, 0xcc};
 	struct iovec iov = {pl, 3};
-	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 1, .to = 0,
-			    .iov = &iov, .niov = 1, .len = 3};
+	struct ddp_msg m = {
+	    .tagged = true, .ulp_ctrl = 0x40, .stag = 1, .to = 0, .iov = &iov, .niov = 1, .len = 3};
 	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
 	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
 	uint8_t w[64];
@@ -193,8 +194,13 @@ static void test_corruption_detected(void **state)
 	uint8_t pl[100];
 	memset(pl, 0x5a, sizeof(pl));
 	struct iovec iov = {pl, sizeof(pl)};
-	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
-			    .iov = &iov, .niov = 1, .len = sizeof(pl)};
+	struct ddp_msg m = {.tagged = true,
+			    .ulp_ctrl = 0x40,
+			    .stag = 9,
+			    .to = 0,
+			    .iov = &iov,
+			    .niov = 1,
+			    .len = sizeof(pl)};
 	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
 	/* flip one payload byte inside the batch's referenced buffer after
 	 * the CRC was computed */
@@ -218,8 +224,13 @@ static void test_small_path_places_nothing_on_bad_crc(void **state)
 	memset(pl, 0x5a, sizeof(pl));
 	memset(d, 0xee, sizeof(d));
 	struct iovec iov = {pl, sizeof(pl)};
-	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
-			    .iov = &iov, .niov = 1, .len = sizeof(pl)};
+	struct ddp_msg m = {.tagged = true,
+			    .ulp_ctrl = 0x40,
+			    .stag = 9,
+			    .to = 0,
+			    .iov = &iov,
+			    .niov = 1,
+			    .len = sizeof(pl)};
 	/* a good FPDU, then a corrupted one */
 	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
 	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
@@ -249,8 +260,13 @@ static void test_small_fpdus_bulk_receive(void **state)
 	for (size_t i = 0; i < len; i++)
 		src[i] = (uint8_t)(i * 13);
 	struct iovec iov = {src, len};
-	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
-			    .iov = &iov, .niov = 1, .len = len};
+	struct ddp_msg m = {.tagged = true,
+			    .ulp_ctrl = 0x40,
+			    .stag = 9,
+			    .to = 0,
+			    .iov = &iov,
+			    .niov = 1,
+			    .len = len};
 	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
 	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
 	size_t off = 0;
@@ -279,8 +295,13 @@ static void test_many_fpdus_one_syscall(void **state)
 	size_t len = 40 * 1428;
 	uint8_t *src = calloc(1, len);
 	struct iovec iov = {src, len};
-	struct ddp_msg m = {.tagged = true, .ulp_ctrl = 0x40, .stag = 9, .to = 0,
-			    .iov = &iov, .niov = 1, .len = len};
+	struct ddp_msg m = {.tagged = true,
+			    .ulp_ctrl = 0x40,
+			    .stag = 9,
+			    .to = 0,
+			    .iov = &iov,
+			    .niov = 1,
+			    .len = len};
 	assert_int_equal(ddp_send_message(&k.ctx, &k.b, &m), 0);
 	assert_int_equal(k.b.nfpdu, 40);
 	assert_int_equal(mpa_tx_flush(&k.ctx, &k.b), 0);
@@ -293,14 +314,14 @@ static void test_many_fpdus_one_syscall(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_mulpdu_from_emss),
-		cmocka_unit_test(test_crc_vector_on_wire),
-		cmocka_unit_test(test_segmentation_sizes),
-		cmocka_unit_test(test_fpdu_bytes_on_wire),
-		cmocka_unit_test(test_corruption_detected),
-		cmocka_unit_test(test_small_path_places_nothing_on_bad_crc),
-		cmocka_unit_test(test_small_fpdus_bulk_receive),
-		cmocka_unit_test(test_many_fpdus_one_syscall),
+	    cmocka_unit_test(test_mulpdu_from_emss),
+	    cmocka_unit_test(test_crc_vector_on_wire),
+	    cmocka_unit_test(test_segmentation_sizes),
+	    cmocka_unit_test(test_fpdu_bytes_on_wire),
+	    cmocka_unit_test(test_corruption_detected),
+	    cmocka_unit_test(test_small_path_places_nothing_on_bad_crc),
+	    cmocka_unit_test(test_small_fpdus_bulk_receive),
+	    cmocka_unit_test(test_many_fpdus_one_syscall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
