@@ -288,13 +288,17 @@ int main(int argc, char **argv)
 			strcpy(cc, "?");
 		fclose(f);
 	}
-	printf("loopback (MSS %d), message %zu B, %llu B per run, %d runs, congestion control %s\n",
-	       opt_mss, opt_size, (unsigned long long)opt_total, opt_runs, opt_cc ? opt_cc : cc);
+	printf("loopback (TCP_MAXSEG %s), message %zu B, %llu B per run, %d runs, congestion control %s\n",
+	       opt_mss ? "clamped" : "of the path", opt_size, (unsigned long long)opt_total, opt_runs, opt_cc ? opt_cc : cc);
 	double tcp[100], uiw[100];
 	for (int i = 0; i < opt_runs; i++) { /* interleaved A/B */
 		tcp[i] = run_tcp();
 		uiw[i] = run_uiwarp();
 		printf("run %d: tcp %.2f Gbit/s, uiwarp %.2f Gbit/s\n", i + 1, tcp[i], uiw[i]);
+		if (tcp[i] <= 0 || uiw[i] <= 0) {
+			fprintf(stderr, "uiwarp-bench: run %d failed\n", i + 1);
+			return 1;
+		}
 	}
 	qsort(tcp, (size_t)opt_runs, sizeof(double), cmpd);
 	qsort(uiw, (size_t)opt_runs, sizeof(double), cmpd);
