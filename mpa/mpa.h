@@ -37,6 +37,7 @@ struct mpa_params {
 	uint8_t rtr;	   /* MPA_RTR_* bit set: offered (request) / chosen (reply) */
 	uint16_t ird, ord; /* RFC 6581 IRD / ORD (14 bits) */
 	bool enhanced;	   /* E flag and the IRD/ORD word present (rev 2 only) */
+	bool rfc7306;	   /* uiwarp's RFC 7306 bit (reserved flag 0x01), see mpa_wire.h */
 	uint16_t pd_len;   /* ULP private data length, not counting the RFC 6581 word */
 	uint8_t pd[MPA_MAX_PD_RFC];
 };
@@ -49,6 +50,7 @@ struct mpa_negotiated {
 	uint8_t rtr;	   /* the single RTR kind to send/expect (MPA_RTR_*), 0 if none */
 	uint16_t ird, ord; /* our IRD and ORD after relaxed negotiation (clamped) */
 	bool initiator;
+	bool rfc7306; /* both ends offered RFC 7306 (Immediate Data, Atomics) */
 };
 
 /* Local policy: what we offer as initiator and accept as responder. */
@@ -59,6 +61,7 @@ struct mpa_config {
 	bool p2p;	   /* ask for peer-to-peer as initiator (default on) */
 	uint8_t rtr_offer; /* RTR kinds offered as initiator (default WRITE|READ) */
 	int timeout_ms;	   /* wait for the peer's request/reply (default 10000) */
+	bool rfc7306;	   /* offer RFC 7306 (default off: UIWARP_RFC7306=1) */
 };
 void mpa_config_default(struct mpa_config *cfg);
 

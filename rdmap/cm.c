@@ -72,9 +72,11 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_ne
 		qp->llp = NULL;
 		return -ENOMEM;
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < RDMAP_NUM_QN; i++)
 		qp->tx_msn[i] = qp->rx_msn[i] = 1;
 	qp->rx_send_active = false;
+	qp->rx_write_len = qp->rx_last_write_len = 0;
+	qp->caps = neg->rfc7306 ? UIW_CAP_RFC7306 : 0;
 	pthread_mutex_lock(&qp->lock);
 	qp->ird = neg->ird > UIW_MAX_IRD ? UIW_MAX_IRD : neg->ird;
 	qp->ord = neg->ord > UIW_MAX_ORD ? UIW_MAX_ORD : neg->ord;

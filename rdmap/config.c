@@ -10,6 +10,7 @@
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
  * | UIWARP_TCP_MAXSEG     | (path)  | clamp the TCP MSS (tests of small-MTU paths)   |
+ * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -53,6 +54,7 @@ static void config_load(void)
 		cfg.mpa.timeout_ms = (int)t;
 	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
+	cfg.mpa.rfc7306 = env_long("UIWARP_RFC7306", 0) != 0;
 	long mss = env_long("UIWARP_TCP_MAXSEG", 0);
 	cfg.tcp_maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");
@@ -74,4 +76,9 @@ void uiw_config_socket(int fd)
 	if (c->tcp_cc[0])
 		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc,
 			   (socklen_t)strlen(c->tcp_cc));
+}
+
+bool uiw_rfc7306_enabled(void)
+{
+	return uiw_config_get()->mpa.rfc7306;
 }

@@ -70,6 +70,8 @@ struct sq_wqe {
 	enum uiw_wc_status status;
 	bool signaled;
 	uint8_t inl[UIW_MAX_INLINE];
+	uint8_t imm[RDMAP_IMMEDIATE_LEN]; /* Immediate Data body (RFC 7306) */
+	uint32_t req_id;                  /* Atomic Request Identifier */
 };
 
 struct rq_wqe {
@@ -79,8 +81,12 @@ struct rq_wqe {
 	uint64_t len;
 };
 
-/* An inbound RDMA Read Request waiting for its Read Response. */
+/* An inbound RDMA Read Request waiting for its Read Response, or an
+ * executed Atomic Request waiting for its Atomic Response (RFC 7306). */
+enum irq_kind { IRQ_READ, IRQ_ATOMIC };
 struct irq_entry {
+	enum irq_kind kind;
+	struct rdmap_atomic_resp aresp; /* IRQ_ATOMIC: wire order */
 	uint32_t sink_stag;
 	uint64_t sink_to;
 	uint32_t size;
@@ -90,16 +96,30 @@ struct irq_entry {
 
 /* An outbound RDMA Read waiting for its Read Response. */
 struct orq_entry {
+	bool atomic;     /* RFC 7306 Atomic Request: response on QN 4 */
+	uint32_t req_id; /* atomics: Request Identifier */
+	void *result;    /* atomics: where the original value goes (8 bytes) */
 	uint32_t sq_idx; /* its SQ WQE, or UINT32_MAX for the Read RTR */
 	uint32_t sink_stag;
 	uint64_t sink_to;
 	uint32_t size, got;
 };
 
+/* A shared receive queue: a ring of receive WQEs under its own lock. */
+struct uiw_srq {
+	struct uiw_pd *pd;
+	pthread_mutex_t lock;
+	struct rq_wqe *rq;
+	uint32_t size, max_sge, head, tail;
+	atomic_int users;
+};
+
 struct uiw_qp {
 	uint32_t qpn;
 	struct uiw_pd *pd;
 	struct uiw_cq *scq, *rcq;
+	struct uiw_srq *srq;
+	unsigned caps; /* UIW_CAP_* of the connection */
 	void *ctx;
 	bool sq_sig_all;
 	uint32_t max_inline, max_send_sge, max_recv_sge;
@@ -133,19 +153,28 @@ struct uiw_qp {
 	struct mpa_negotiated neg;
 	pthread_mutex_t tx_lock; /* serialises the stream's send side */
 	struct mpa_txbatch *batch;
-	uint32_t tx_msn[3]; /* next MSN per QN, starts at 1 */
+	uint32_t tx_msn[RDMAP_NUM_QN]; /* next MSN per QN, starts at 1 */
+	uint32_t tx_atomic_id;         /* next Atomic Request Identifier */
 	pthread_t rx_thread, tx_thread;
 	bool threads_started;
 
 	/* receive side (rx thread only) */
-	uint32_t rx_msn[3];   /* expected MSN per QN */
-	uint64_t rx_send_got; /* bytes of the current Send message */
-	bool rx_send_active;
-	struct rq_wqe rx_cur;	  /* current receive WQE */
+	uint32_t rx_msn[RDMAP_NUM_QN]; /* expected MSN per QN */
+	uint64_t rx_send_got;          /* bytes of the current Send message */
+	bool rx_send_active;           /* rx_cur taken (qp->lock to change) */
+	struct rq_wqe rx_cur;          /* receive WQE of the current Send */
+	uint64_t rx_write_len;         /* bytes of the RDMA Write in progress */
+	uint64_t rx_last_write_len;    /* length of the last complete Write */
 	struct uiw_mr_int *rx_mr; /* cached MR of the last tagged segment */
 
 	struct uiw_qp_stats stats;
 };
+
+/* Takes the next receive WQE (the QP's RQ or its SRQ) into qp->rx_cur.
+ * False when none is posted. qp->lock held. */
+bool uiw_rq_take(struct uiw_qp *qp);
+/* Pushes a receive completion for qp->rx_cur and releases it. qp->lock held. */
+void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited);
 
 /* Retires completed SQ WQEs from the head, posting CQEs. qp->lock held. */
 void uiw_sq_reap(struct uiw_qp *qp);

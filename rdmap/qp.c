@@ -30,8 +30,10 @@ int uiw_qp_create(struct uiw_qp_init_attr *a, struct uiw_qp **out)
 	struct uiw_qp *qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return -ENOMEM;
+	if (a->srq && a->srq->pd != a->pd)
+		return -EINVAL;
 	qp->sq_size = pow2(a->max_send_wr ? a->max_send_wr : 1);
-	qp->rq_size = pow2(a->max_recv_wr ? a->max_recv_wr : 1);
+	qp->rq_size = a->srq ? 1 : pow2(a->max_recv_wr ? a->max_recv_wr : 1);
 	qp->orq_size = UIW_MAX_ORD;
 	qp->irq_size = UIW_MAX_IRD;
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
@@ -47,7 +49,10 @@ int uiw_qp_create(struct uiw_qp_init_attr *a, struct uiw_qp **out)
 		return -ENOMEM;
 	}
 	a->max_send_wr = qp->sq_size;
-	a->max_recv_wr = qp->rq_size;
+	a->max_recv_wr = a->srq ? 0 : qp->rq_size;
+	qp->srq = a->srq;
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->users, 1);
 	if (!a->max_send_sge)
 		a->max_send_sge = 1;
 	if (!a->max_recv_sge)
@@ -126,8 +131,14 @@ static enum uiw_wc_opcode wc_opcode_of(enum uiw_wr_opcode op)
 	switch (op) {
 	case UIW_WR_RDMA_WRITE:
 		return UIW_WC_RDMA_WRITE;
+	case UIW_WR_RDMA_WRITE_WITH_IMM:
+		return UIW_WC_RDMA_WRITE;
 	case UIW_WR_RDMA_READ:
 		return UIW_WC_RDMA_READ;
+	case UIW_WR_ATOMIC_CMP_AND_SWP:
+		return UIW_WC_COMP_SWAP;
+	case UIW_WR_ATOMIC_FETCH_AND_ADD:
+		return UIW_WC_FETCH_ADD;
 	default:
 		return UIW_WC_SEND;
 	}
@@ -174,6 +185,16 @@ void uiw_qp_flush_locked(struct uiw_qp *qp)
 		qp->sq_head++;
 	}
 	qp->sq_next = qp->sq_tail = qp->sq_head;
+	if (qp->rx_send_active) {
+		/* the receive WQE of a Send in progress (taken from the RQ or SRQ) */
+		struct uiw_wc wc = {.wr_id = qp->rx_cur.wr_id,
+				    .status = UIW_WC_WR_FLUSH_ERR,
+				    .opcode = UIW_WC_RECV,
+				    .qp_num = qp->qpn,
+				    .qp_ctx = qp->ctx};
+		uiw_cq_push(qp->rcq, &wc, false);
+		qp->rx_send_active = false;
+	}
 	while (qp->rq_head != qp->rq_tail) {
 		struct rq_wqe *r = &qp->rq[qp->rq_head & rmask];
 		struct uiw_wc wc = {.wr_id = r->wr_id,
@@ -189,7 +210,6 @@ void uiw_qp_flush_locked(struct uiw_qp *qp)
 		qp->irq_head++;
 	}
 	qp->orq_head = qp->orq_tail;
-	qp->rx_send_active = false;
 	pthread_cond_broadcast(&qp->cond);
 }
 
@@ -242,6 +262,8 @@ int uiw_qp_destroy(struct uiw_qp *qp)
 	pthread_mutex_unlock(&qp->lock);
 	uiw_cq_use(qp->scq, -1);
 	uiw_cq_use(qp->rcq, -1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->users, 1);
 	atomic_fetch_sub(&qp->pd->refs, 1);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&qp->tx_lock);
@@ -322,18 +344,38 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 {
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
 		return -EINVAL;
+	bool ext = qp->caps & UIW_CAP_RFC7306;
 	switch (wr->opcode) {
 	case UIW_WR_SEND:
 	case UIW_WR_SEND_WITH_INV:
 	case UIW_WR_RDMA_WRITE:
 		break;
+	case UIW_WR_RDMA_WRITE_WITH_IMM:
+		/* RFC 7306 §5.2: an RDMA Write followed by Immediate Data */
+		if (!ext)
+			return -EOPNOTSUPP;
+		break;
+	case UIW_WR_SEND_WITH_IMM:
+		/* iWARP has no Send with immediate data (as irdma) */
+		return -EOPNOTSUPP;
 	case UIW_WR_RDMA_READ:
 		if (wr->num_sge > 1 || (wr->flags & UIW_SEND_INLINE))
+			return -EINVAL;
+		break;
+	case UIW_WR_ATOMIC_CMP_AND_SWP:
+	case UIW_WR_ATOMIC_FETCH_AND_ADD:
+		/* RFC 7306 §5.3: one 8-byte result buffer, an aligned target */
+		if (!ext)
+			return -EOPNOTSUPP;
+		if (wr->num_sge != 1 || wr->sg_list[0].length != 8 ||
+		    (wr->flags & UIW_SEND_INLINE) || (wr->remote_addr & 7))
 			return -EINVAL;
 		break;
 	default:
 		return -EINVAL;
 	}
+	bool sink = wr->opcode == UIW_WR_RDMA_READ || wr->opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
+		    wr->opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
 	w->wr = *wr;
 	memcpy(w->sge, wr->sg_list, sizeof(struct uiw_sge) * (size_t)wr->num_sge);
 	w->wr.sg_list = w->sge;
@@ -363,7 +405,7 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 		enum uiw_wc_status st;
 		if (w->sge[i].length == 0)
 			continue;
-		void *p = uiw_sge_resolve(qp->pd, &w->sge[i], wr->opcode == UIW_WR_RDMA_READ, &st);
+		void *p = uiw_sge_resolve(qp->pd, &w->sge[i], sink, &st);
 		if (!p) {
 			w->status = st;
 			w->st = WQE_DONE;
@@ -417,6 +459,10 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int *bad)
 {
 	int rc = 0, i = 0;
+	if (qp->srq) {
+		*bad = 0;
+		return -EINVAL; /* verbs: receives go to the SRQ */
+	}
 	pthread_mutex_lock(&qp->lock);
 	for (; i < n; i++) {
 		if (wr[i].num_sge < 0 || (uint32_t)wr[i].num_sge > qp->max_recv_sge) {
@@ -488,4 +534,126 @@ int uiw_qp_start(struct uiw_qp *qp)
 	qp->threads_started = true;
 	pthread_mutex_unlock(&qp->lock);
 	return 0;
+}
+
+unsigned uiw_qp_caps(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	unsigned c = qp->caps;
+	pthread_mutex_unlock(&qp->lock);
+	return c;
+}
+
+bool uiw_rq_take(struct uiw_qp *qp)
+{
+	if (!qp->srq) {
+		if (qp->rq_head == qp->rq_tail)
+			return false;
+		qp->rx_cur = qp->rq[qp->rq_head & (qp->rq_size - 1)];
+		qp->rq_head++;
+	} else {
+		struct uiw_srq *q = qp->srq;
+		pthread_mutex_lock(&q->lock);
+		bool have = q->head != q->tail;
+		if (have)
+			qp->rx_cur = q->rq[q->head++ & (q->size - 1)];
+		pthread_mutex_unlock(&q->lock);
+		if (!have)
+			return false;
+	}
+	qp->rx_send_active = true;
+	return true;
+}
+
+void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited)
+{
+	wc->wr_id = qp->rx_cur.wr_id;
+	wc->qp_num = qp->qpn;
+	wc->qp_ctx = qp->ctx;
+	qp->rx_send_active = false;
+	uiw_cq_push(qp->rcq, wc, solicited);
+}
+
+/* ------------------------------------------------------------------ SRQ */
+
+int uiw_srq_create(struct uiw_pd *pd, uint32_t *max_wr, uint32_t *max_sge, struct uiw_srq **out)
+{
+	if (!pd || *max_wr > UIW_MAX_QP_WR || *max_sge > UIW_MAX_SGE)
+		return -EINVAL;
+	struct uiw_srq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->size = pow2(*max_wr ? *max_wr : 1);
+	q->rq = calloc(q->size, sizeof(*q->rq));
+	if (!q->rq) {
+		free(q);
+		return -ENOMEM;
+	}
+	q->max_sge = *max_sge ? *max_sge : 1;
+	q->pd = pd;
+	pthread_mutex_init(&q->lock, NULL);
+	atomic_fetch_add(&pd->refs, 1);
+	*max_wr = q->size;
+	*max_sge = q->max_sge;
+	*out = q;
+	return 0;
+}
+
+int uiw_srq_destroy(struct uiw_srq *q)
+{
+	if (atomic_load(&q->users) > 0)
+		return -EBUSY;
+	atomic_fetch_sub(&q->pd->refs, 1);
+	pthread_mutex_destroy(&q->lock);
+	free(q->rq);
+	free(q);
+	return 0;
+}
+
+int uiw_srq_post_recv(struct uiw_srq *q, const struct uiw_recv_wr *wr, int n, int *bad)
+{
+	int rc = 0, i = 0;
+	pthread_mutex_lock(&q->lock);
+	for (; i < n; i++) {
+		if (wr[i].num_sge < 0 || (uint32_t)wr[i].num_sge > q->max_sge) {
+			rc = -EINVAL;
+			break;
+		}
+		if (q->tail - q->head >= q->size) {
+			rc = -ENOMEM;
+			break;
+		}
+		struct rq_wqe *r = &q->rq[q->tail & (q->size - 1)];
+		r->wr_id = wr[i].wr_id;
+		r->niov = 0;
+		r->len = 0;
+		for (int k = 0; k < wr[i].num_sge; k++) {
+			enum uiw_wc_status st;
+			if (wr[i].sg_list[k].length == 0)
+				continue;
+			void *p = uiw_sge_resolve(q->pd, &wr[i].sg_list[k], true, &st);
+			if (!p) {
+				rc = -EINVAL;
+				break;
+			}
+			r->iov[r->niov].iov_base = p;
+			r->iov[r->niov++].iov_len = wr[i].sg_list[k].length;
+			r->len += wr[i].sg_list[k].length;
+		}
+		if (rc)
+			break;
+		q->tail++;
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		*bad = i;
+	return rc;
+}
+
+uint32_t uiw_srq_count(struct uiw_srq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	uint32_t c = q->tail - q->head;
+	pthread_mutex_unlock(&q->lock);
+	return c;
 }

@@ -73,10 +73,14 @@ enum uiw_wc_opcode {
 	UIW_WC_SEND = 0,
 	UIW_WC_RDMA_WRITE = 1,
 	UIW_WC_RDMA_READ = 2,
+	UIW_WC_COMP_SWAP = 3,
+	UIW_WC_FETCH_ADD = 4,
 	UIW_WC_RECV = 128,
+	UIW_WC_RECV_RDMA_WITH_IMM = 129,
 };
 
-enum { UIW_WC_WITH_INV = 1 << 2 };
+/* uiw_wc.flags (values equal IBV_WC_WITH_IMM / IBV_WC_WITH_INV). */
+enum { UIW_WC_WITH_IMM = 1 << 1, UIW_WC_WITH_INV = 1 << 2 };
 
 struct uiw_wc {
 	uint64_t wr_id;
@@ -85,7 +89,8 @@ struct uiw_wc {
 	uint32_t byte_len;
 	uint32_t qp_num;
 	uint32_t invalidated_stag;
-	unsigned flags; /* UIW_WC_WITH_INV */
+	unsigned flags; /* UIW_WC_WITH_INV, UIW_WC_WITH_IMM */
+	uint32_t imm_data; /* network byte order, as ibv_wc.imm_data */
 	uint32_t vendor_err;
 	void *qp_ctx; /* the QP's ctx, as given to uiw_qp_create */
 };
@@ -120,9 +125,12 @@ enum uiw_qp_state {
 	UIW_QPS_ERR = 6,
 };
 
+struct uiw_srq;
+
 struct uiw_qp_init_attr {
 	struct uiw_pd *pd;
 	struct uiw_cq *send_cq, *recv_cq;
+	struct uiw_srq *srq; /* receives come from this shared queue (optional) */
 	uint32_t max_send_wr, max_recv_wr; /* rounded up; actual written back */
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline; /* bytes */
@@ -163,10 +171,17 @@ struct uiw_sge {
 	uint32_t lkey;
 };
 
+/* Values equal IBV_WR_*. Immediate data and atomics are RFC 7306: they go
+ * on the wire only when the connection negotiated RFC 7306 (uiw_qp_caps),
+ * otherwise posting them is -EOPNOTSUPP. */
 enum uiw_wr_opcode {
 	UIW_WR_RDMA_WRITE = 0,
+	UIW_WR_RDMA_WRITE_WITH_IMM = 1,
 	UIW_WR_SEND = 2,
+	UIW_WR_SEND_WITH_IMM = 3,
 	UIW_WR_RDMA_READ = 4,
+	UIW_WR_ATOMIC_CMP_AND_SWP = 5,
+	UIW_WR_ATOMIC_FETCH_AND_ADD = 6,
 	UIW_WR_SEND_WITH_INV = 9,
 };
 
@@ -186,6 +201,9 @@ struct uiw_send_wr {
 	uint64_t remote_addr; /* RDMA Write / Read: the peer's TO */
 	uint32_t rkey;	      /* RDMA Write / Read: the peer's STag */
 	uint32_t invalidate_rkey;
+	uint32_t imm_data;    /* network byte order, as ibv_send_wr.imm_data */
+	uint64_t compare_add; /* atomics: compare (CmpSwap) or add (FetchAdd) */
+	uint64_t swap;        /* atomics: swap value (CmpSwap) */
 };
 
 struct uiw_recv_wr {
@@ -206,6 +224,27 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 /* Posts n receive WRs (untagged buffers for QN 0). Returns 0 or -errno with
  * *bad as above: -ENOMEM queue full, -EINVAL too many SGEs. */
 int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int *bad);
+
+/* Shared receive queue: untagged Sends of every QP created with it consume
+ * its receive WRs in posting order. */
+/* Creates an SRQ for max_wr WRs of up to max_sge SGEs (both written back).
+ * Returns 0 and *out, -EINVAL, -ENOMEM. */
+int uiw_srq_create(struct uiw_pd *pd, uint32_t *max_wr, uint32_t *max_sge, struct uiw_srq **out);
+/* 0, or -EBUSY while QPs use it. */
+int uiw_srq_destroy(struct uiw_srq *srq);
+/* Posts n receive WRs; 0 or -errno with *bad (-ENOMEM full, -EINVAL). */
+int uiw_srq_post_recv(struct uiw_srq *srq, const struct uiw_recv_wr *wr, int n, int *bad);
+/* Receive WRs posted and not yet consumed. */
+uint32_t uiw_srq_count(struct uiw_srq *srq);
+
+/* What a connected QP may use beyond RFC 5040. */
+enum {
+	UIW_CAP_RFC7306 = 1, /* Immediate Data, Atomics (both ends agreed) */
+};
+unsigned uiw_qp_caps(struct uiw_qp *qp);
+/* Whether this process offers RFC 7306 on new connections
+ * (UIWARP_RFC7306=1, docs/configuration.md). */
+bool uiw_rfc7306_enabled(void);
 
 /* Connection events of a QP, reported through the callback below. */
 enum uiw_qp_event {

@@ -24,7 +24,47 @@ enum rdmap_opcode {
 	RDMAP_SEND_SE = 0x5,
 	RDMAP_SEND_SE_INV = 0x6,
 	RDMAP_TERMINATE = 0x7,
+	/* RFC 7306 §5: only when both ends negotiated RFC 7306 */
+	RDMAP_IMMEDIATE = 0x8,
+	RDMAP_IMMEDIATE_SE = 0x9,
+	RDMAP_ATOMIC_REQ = 0xa,
+	RDMAP_ATOMIC_RESP = 0xb,
 };
+
+/* RFC 7306 untagged queues. Immediate Data uses QN 0 (it consumes a
+ * receive WR, like a Send). [verify against the RFC text] Atomic Requests
+ * use QN 3 and Atomic Responses QN 4: a response needs an MSN space of its
+ * own because requests can flow the other way on the same stream. Only
+ * uiwarp peers use these (siw and current hardware do not do RFC 7306). */
+#define RDMAP_QN_ATOMIC_REQ 3
+#define RDMAP_QN_ATOMIC_RESP 4
+#define RDMAP_NUM_QN 5
+
+/* RFC 7306 §5.2: Immediate Data payload, 8 bytes; uiwarp carries the verbs
+ * 32-bit immediate (already in network order) in the first 4. */
+#define RDMAP_IMMEDIATE_LEN 8
+
+/* RFC 7306 Atomic Request body (after the untagged DDP header), 52 bytes,
+ * and Atomic Response body, 12 bytes (layout as Wireshark decodes it). */
+#define RDMAP_AOP_FETCH_ADD 0x0
+#define RDMAP_AOP_CMP_SWAP 0x2
+struct rdmap_atomic_req {
+	uint32_t aopcode; /* Reserved(28) AOpCode(4) */
+	uint32_t req_id;
+	uint32_t stag;
+	uint64_t to;
+	uint64_t add_swap;
+	uint64_t add_swap_mask;
+	uint64_t compare;
+	uint64_t compare_mask;
+} __attribute__((packed));
+_Static_assert(sizeof(struct rdmap_atomic_req) == 52, "Atomic Request is 52 bytes");
+
+struct rdmap_atomic_resp {
+	uint32_t req_id;
+	uint64_t orig;
+} __attribute__((packed));
+_Static_assert(sizeof(struct rdmap_atomic_resp) == 12, "Atomic Response is 12 bytes");
 
 /* RFC 5040 §4.4: RDMA Read Request payload (untagged, QN 1), 28 bytes. */
 struct rdmap_read_req {

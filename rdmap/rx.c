@@ -86,6 +86,10 @@ static bool rx_write(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 		int r = ddp_rx_end(&qp->mpa);
 		if (r)
 			place_failed(qp, r);
+		if (s->last) {
+			qp->rx_last_write_len = qp->rx_write_len;
+			qp->rx_write_len = 0;
+		}
 		return r == 0;
 	}
 	void *p;
@@ -96,6 +100,12 @@ static bool rx_write(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	if (r) {
 		place_failed(qp, r);
 		return false;
+	}
+	qp->rx_write_len += s->payload_len;
+	if (s->last) {
+		/* the length a following Immediate Data reports (RFC 7306) */
+		qp->rx_last_write_len = qp->rx_write_len;
+		qp->rx_write_len = 0;
 	}
 	return true;
 }
@@ -167,14 +177,16 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 		return false;
 	}
 	pthread_mutex_lock(&qp->lock);
-	bool have = qp->rq_head != qp->rq_tail;
-	struct rq_wqe r = have ? qp->rq[qp->rq_head & (qp->rq_size - 1)] : (struct rq_wqe){0};
+	bool have = qp->rx_send_active;
+	if (!have && qp->state != UIW_QPS_ERR)
+		have = uiw_rq_take(qp); /* the first segment takes a receive WQE */
+	struct rq_wqe r = qp->rx_cur;
 	pthread_mutex_unlock(&qp->lock);
 	if (!have) {
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
 		return false;
 	}
-	uint64_t got = qp->rx_send_active ? qp->rx_send_got : 0;
+	uint64_t got = qp->rx_send_got;
 	if (s->mo != got) {
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
 		return false;
@@ -205,27 +217,208 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 		place_failed(qp, rc);
 		return false;
 	}
-	qp->rx_send_active = !s->last;
 	qp->rx_send_got = got + s->payload_len;
 	if (!s->last)
 		return true;
 	qp->rx_msn[DDP_QN_SEND]++;
 	bool inv = op == RDMAP_SEND_INV || op == RDMAP_SEND_SE_INV;
 	bool se = op == RDMAP_SEND_SE || op == RDMAP_SEND_SE_INV;
-	struct uiw_wc wc = {.wr_id = r.wr_id,
-			    .status = UIW_WC_SUCCESS,
+	struct uiw_wc wc = {.status = UIW_WC_SUCCESS,
 			    .opcode = UIW_WC_RECV,
 			    .byte_len = (uint32_t)qp->rx_send_got,
-			    .qp_num = qp->qpn,
-			    .qp_ctx = qp->ctx,
 			    .flags = inv ? UIW_WC_WITH_INV : 0,
 			    .invalidated_stag = inv ? s->ulp_rsvd : 0};
+	qp->rx_send_got = 0;
 	pthread_mutex_lock(&qp->lock);
-	if (qp->state != UIW_QPS_ERR && qp->rq_head != qp->rq_tail) {
-		qp->rq_head++;
-		uiw_cq_push(qp->rcq, &wc, se);
+	if (qp->rx_send_active)
+		uiw_rq_complete(qp, &wc, se);
+	pthread_mutex_unlock(&qp->lock);
+	return true;
+}
+
+/* RFC 7306 §5.2: Immediate Data, 8 bytes on QN 0; consumes a receive WQE
+ * and completes it as RECV_RDMA_WITH_IMM with the preceding Write's length. */
+static bool rx_immediate(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
+{
+	uint8_t body[RDMAP_IMMEDIATE_LEN];
+	if (s->msn != qp->rx_msn[DDP_QN_SEND]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	if (s->payload_len != sizeof(body) || s->mo != 0 || !s->last || qp->rx_send_active) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	struct iovec v = {.iov_base = body, .iov_len = sizeof(body)};
+	int r = place(qp, &v, 1, sizeof(body));
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	pthread_mutex_lock(&qp->lock);
+	bool have = qp->state != UIW_QPS_ERR && uiw_rq_take(qp);
+	if (have) {
+		struct uiw_wc wc = {.status = UIW_WC_SUCCESS,
+				    .opcode = UIW_WC_RECV_RDMA_WITH_IMM,
+				    .byte_len = (uint32_t)qp->rx_last_write_len,
+				    .flags = UIW_WC_WITH_IMM};
+		memcpy(&wc.imm_data, body, 4);
+		uiw_rq_complete(qp, &wc, op == RDMAP_IMMEDIATE_SE);
 	}
 	pthread_mutex_unlock(&qp->lock);
+	if (!have) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
+		return false;
+	}
+	qp->rx_msn[DDP_QN_SEND]++;
+	return true;
+}
+
+/* One lock for every remote atomic in the process: atomic with respect to
+ * other remote atomics (IBV_ATOMIC_HCA semantics). */
+static pthread_mutex_t atomic_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* RFC 7306 masked add: a set bit in mask stops the carry out of that bit. */
+static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
+{
+	if (!mask)
+		return a + b;
+	uint64_t r = 0, carry = 0;
+	for (int i = 0; i < 64; i++) {
+		uint64_t x = (a >> i) & 1, y = (b >> i) & 1;
+		uint64_t sum = x ^ y ^ carry;
+		carry = (x & y) | (x & carry) | (y & carry);
+		if ((mask >> i) & 1)
+			carry = 0;
+		r |= sum << i;
+	}
+	return r;
+}
+
+/* RFC 7306 §5.3: executes an Atomic Request (QN 3) and queues its Atomic
+ * Response; checks like an RDMA Read (IRD, STag, access, bounds) plus
+ * 8-byte alignment of the target. */
+static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	struct rdmap_atomic_req ar;
+	if (s->msn != qp->rx_msn[RDMAP_QN_ATOMIC_REQ]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	if (s->payload_len != sizeof(ar) || s->mo != 0 || !s->last) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	struct iovec v = {.iov_base = &ar, .iov_len = sizeof(ar)};
+	int r = place(qp, &v, 1, sizeof(ar));
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	qp->rx_msn[RDMAP_QN_ATOMIC_REQ]++;
+	pthread_mutex_lock(&qp->lock);
+	bool full = qp->irq_tail - qp->irq_head >= qp->ird;
+	pthread_mutex_unlock(&qp->lock);
+	if (full) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	uint32_t aop = be32toh(ar.aopcode) & 0xf;
+	uint32_t stag = be32toh(ar.stag);
+	uint64_t to = be64toh(ar.to);
+	struct uiw_mr_int *mr = uiw_mr_get(stag);
+	struct uiw_term t = TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, 0);
+	bool ok = false;
+	if (aop != RDMAP_AOP_FETCH_ADD && aop != RDMAP_AOP_CMP_SWAP) {
+		t.etype = RDMAP_ETYPE_REMOTE_OP;
+		t.ecode = RDMAP_ECODE_UNEXPECTED_OP;
+	} else if (!mr) {
+		t.ecode = RDMAP_ECODE_INVALID_STAG;
+	} else if (mr->pub.pd != qp->pd) {
+		t.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
+	} else if (!(mr->pub.access & UIW_ACCESS_REMOTE_ATOMIC)) {
+		t.ecode = RDMAP_ECODE_ACCESS;
+	} else if ((to & 7) || to < mr->pub.iova || to - mr->pub.iova > mr->pub.length ||
+		   mr->pub.length - (to - mr->pub.iova) < 8) {
+		t.ecode = RDMAP_ECODE_BASE_BOUNDS;
+	} else {
+		ok = true;
+	}
+	if (!ok) {
+		uiw_mr_put(mr);
+		term_seg(qp, t, s);
+		return false;
+	}
+	uint64_t *p = (uint64_t *)(void *)((uint8_t *)mr->pub.addr + (to - mr->pub.iova));
+	uint64_t data = be64toh(ar.add_swap), dmask = be64toh(ar.add_swap_mask);
+	uint64_t cmp = be64toh(ar.compare), cmask = be64toh(ar.compare_mask);
+	pthread_mutex_lock(&atomic_lock);
+	uint64_t orig = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+	uint64_t val = orig;
+	if (aop == RDMAP_AOP_FETCH_ADD)
+		val = masked_add(orig, data, dmask);
+	else if (((orig ^ cmp) & cmask) == 0)
+		val = (orig & ~dmask) | (data & dmask);
+	__atomic_store_n(p, val, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&atomic_lock);
+	uiw_mr_put(mr);
+
+	struct irq_entry e = {.kind = IRQ_ATOMIC};
+	e.aresp.req_id = ar.req_id;
+	e.aresp.orig = htobe64(orig);
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state != UIW_QPS_ERR) {
+		qp->irq[qp->irq_tail++ % qp->irq_size] = e;
+		qp->tx_kick = qp->tx_wake = true;
+		pthread_cond_broadcast(&qp->cond);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return true;
+}
+
+/* RFC 7306 §5.3: an Atomic Response (QN 4) completes the oldest outstanding
+ * request, which must be the Atomic with that Request Identifier. */
+static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	struct rdmap_atomic_resp ar;
+	if (s->msn != qp->rx_msn[RDMAP_QN_ATOMIC_RESP]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	if (s->payload_len != sizeof(ar) || s->mo != 0 || !s->last) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	struct iovec v = {.iov_base = &ar, .iov_len = sizeof(ar)};
+	int r = place(qp, &v, 1, sizeof(ar));
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	qp->rx_msn[RDMAP_QN_ATOMIC_RESP]++;
+	pthread_mutex_lock(&qp->lock);
+	bool ok = qp->orq_head != qp->orq_tail;
+	struct orq_entry *e = ok ? &qp->orq[qp->orq_head % qp->orq_size] : NULL;
+	ok = ok && e->atomic && e->req_id == be32toh(ar.req_id);
+	if (ok) {
+		uint64_t orig = be64toh(ar.orig);
+		memcpy(e->result, &orig, 8);
+		struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
+		if (e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head && w->st == WQE_SENT) {
+			w->st = WQE_DONE;
+			w->len = 8;
+		}
+		qp->orq_head++;
+		uiw_sq_reap(qp);
+		qp->tx_kick = qp->tx_wake = true;
+		pthread_cond_broadcast(&qp->cond);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	if (!ok) {
+		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+			 s);
+		return false;
+	}
 	return true;
 }
 
@@ -342,15 +535,20 @@ static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	}
 	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
 	bool tagged_op = op == RDMAP_RDMA_WRITE || op == RDMAP_RDMA_READ_RESP;
-	if (op > RDMAP_TERMINATE || tagged_op != s->tagged) {
+	uint8_t max_op = (qp->caps & UIW_CAP_RFC7306) ? RDMAP_ATOMIC_RESP : RDMAP_TERMINATE;
+	if (op > max_op || tagged_op != s->tagged) {
 		term_seg(qp,
 			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
 			 s);
 		return false;
 	}
 	if (!s->tagged) {
-		static const uint8_t qn_of[8] = {0, DDP_QN_READ_REQ, 0, 0, 0, 0,
-						 0, DDP_QN_TERMINATE};
+		static const uint8_t qn_of[16] = {
+			[RDMAP_RDMA_READ_REQ] = DDP_QN_READ_REQ,
+			[RDMAP_TERMINATE] = DDP_QN_TERMINATE,
+			[RDMAP_ATOMIC_REQ] = RDMAP_QN_ATOMIC_REQ,
+			[RDMAP_ATOMIC_RESP] = RDMAP_QN_ATOMIC_RESP,
+		};
 		if (s->qn != qn_of[op]) {
 			term_seg(qp,
 				 TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN),
@@ -367,6 +565,13 @@ static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 		return rx_read_req(qp, s);
 	case RDMAP_TERMINATE:
 		return rx_terminate(qp, s);
+	case RDMAP_IMMEDIATE:
+	case RDMAP_IMMEDIATE_SE:
+		return rx_immediate(qp, s, op);
+	case RDMAP_ATOMIC_REQ:
+		return rx_atomic_req(qp, s);
+	case RDMAP_ATOMIC_RESP:
+		return rx_atomic_resp(qp, s);
 	default:
 		return rx_send(qp, s, op);
 	}

@@ -33,7 +33,10 @@ static bool tx_has_work(struct uiw_qp *qp)
 		return true;
 	if ((w->wr.flags & UIW_SEND_FENCE) && qp->orq_head != qp->orq_tail)
 		return false;
-	if (w->wr.opcode == UIW_WR_RDMA_READ &&
+	bool needs_orq = w->wr.opcode == UIW_WR_RDMA_READ ||
+			 w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
+			 w->wr.opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
+	if (needs_orq &&
 	    (qp->orq_tail - qp->orq_head >= qp->ord || qp->orq_tail - qp->orq_head >= qp->orq_size))
 		return false;
 	return true;
@@ -43,7 +46,55 @@ static bool tx_has_work(struct uiw_qp *qp)
 static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
 {
 	struct ddp_msg m = {.iov = w->iov, .niov = w->niov, .len = w->len};
+	static __thread struct iovec v;
 	switch (w->wr.opcode) {
+	case UIW_WR_RDMA_WRITE_WITH_IMM: {
+		/* RFC 7306 §5.2: the Write, then Immediate Data on QN 0 */
+		m.tagged = true;
+		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
+		m.stag = w->wr.rkey;
+		m.to = w->wr.remote_addr;
+		int rc = ddp_send_message(&qp->mpa, qp->batch, &m);
+		if (rc)
+			return rc;
+		memset(w->imm, 0, sizeof(w->imm));
+		memcpy(w->imm, &w->wr.imm_data, 4);
+		v.iov_base = w->imm;
+		v.iov_len = sizeof(w->imm);
+		struct ddp_msg im = {.ulp_ctrl = rdmap_ctrl((w->wr.flags & UIW_SEND_SOLICITED)
+								    ? RDMAP_IMMEDIATE_SE
+								    : RDMAP_IMMEDIATE),
+				     .qn = DDP_QN_SEND,
+				     .msn = msn,
+				     .iov = &v,
+				     .niov = 1,
+				     .len = sizeof(w->imm)};
+		return ddp_send_message(&qp->mpa, qp->batch, &im);
+	}
+	case UIW_WR_ATOMIC_CMP_AND_SWP:
+	case UIW_WR_ATOMIC_FETCH_AND_ADD: {
+		/* RFC 7306 §5.3: the Atomic Request, kept in the WQE until sent */
+		struct rdmap_atomic_req *ar = (void *)w->inl;
+		bool cas = w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP;
+		memset(ar, 0, sizeof(*ar));
+		ar->aopcode = htobe32(cas ? RDMAP_AOP_CMP_SWAP : RDMAP_AOP_FETCH_ADD);
+		ar->req_id = htobe32(w->req_id);
+		ar->stag = htobe32(w->wr.rkey);
+		ar->to = htobe64(w->wr.remote_addr);
+		ar->add_swap = htobe64(cas ? w->wr.swap : w->wr.compare_add);
+		ar->add_swap_mask = htobe64(cas ? ~0ull : 0);
+		ar->compare = htobe64(cas ? w->wr.compare_add : 0);
+		ar->compare_mask = htobe64(cas ? ~0ull : 0);
+		m.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_REQ);
+		m.qn = RDMAP_QN_ATOMIC_REQ;
+		m.msn = msn;
+		v.iov_base = ar;
+		v.iov_len = sizeof(*ar);
+		m.iov = &v;
+		m.niov = 1;
+		m.len = sizeof(*ar);
+		break;
+	}
 	case UIW_WR_RDMA_WRITE:
 		m.tagged = true;
 		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
@@ -73,7 +124,6 @@ static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
 		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_REQ);
 		m.qn = DDP_QN_READ_REQ;
 		m.msn = msn;
-		static __thread struct iovec v;
 		v.iov_base = rr;
 		v.iov_len = sizeof(*rr);
 		m.iov = &v;
@@ -81,6 +131,8 @@ static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
 		m.len = sizeof(*rr);
 		break;
 	}
+	default:
+		return -EINVAL;
 	}
 	return ddp_send_message(&qp->mpa, qp->batch, &m);
 }
@@ -111,15 +163,24 @@ static void tx_drain(struct uiw_qp *qp)
 			if (w->st == WQE_DONE)
 				continue; /* failed at post (bad lkey): just retire */
 			uint32_t msn = 0;
-			if (w->wr.opcode == UIW_WR_RDMA_READ) {
+			enum uiw_wr_opcode op = w->wr.opcode;
+			if (op == UIW_WR_RDMA_READ) {
 				struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
-				o->sq_idx = qp->sq_next - 1;
-				o->sink_stag = w->sge[0].lkey;
-				o->sink_to = w->sge[0].addr;
-				o->size = (uint32_t)w->len;
-				o->got = 0;
+				*o = (struct orq_entry){.sq_idx = qp->sq_next - 1,
+							.sink_stag = w->sge[0].lkey,
+							.sink_to = w->sge[0].addr,
+							.size = (uint32_t)w->len};
 				msn = qp->tx_msn[DDP_QN_READ_REQ]++;
-			} else if (w->wr.opcode != UIW_WR_RDMA_WRITE) {
+			} else if (op == UIW_WR_ATOMIC_CMP_AND_SWP ||
+				   op == UIW_WR_ATOMIC_FETCH_AND_ADD) {
+				struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
+				*o = (struct orq_entry){.atomic = true,
+							.req_id = qp->tx_atomic_id++,
+							.result = w->iov[0].iov_base,
+							.sq_idx = qp->sq_next - 1};
+				w->req_id = o->req_id;
+				msn = qp->tx_msn[RDMAP_QN_ATOMIC_REQ]++;
+			} else if (op != UIW_WR_RDMA_WRITE) {
 				msn = qp->tx_msn[DDP_QN_SEND]++;
 			}
 			w->st = WQE_SENT;
@@ -132,6 +193,21 @@ static void tx_drain(struct uiw_qp *qp)
 		int rc = 0;
 		/* Read Responses first: the peer's Read is older than our new work */
 		for (int i = 0; i < nir && !rc; i++) {
+			if (ir[i].kind == IRQ_ATOMIC) {
+				/* RFC 7306 §5.3: the Atomic Response on QN 4 */
+				pthread_mutex_lock(&qp->lock);
+				uint32_t amsn = qp->tx_msn[RDMAP_QN_ATOMIC_RESP]++;
+				pthread_mutex_unlock(&qp->lock);
+				struct iovec av = {.iov_base = &ir[i].aresp, .iov_len = sizeof(ir[i].aresp)};
+				struct ddp_msg am = {.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_RESP),
+						     .qn = RDMAP_QN_ATOMIC_RESP,
+						     .msn = amsn,
+						     .iov = &av,
+						     .niov = 1,
+						     .len = sizeof(ir[i].aresp)};
+				rc = ddp_send_message(&qp->mpa, qp->batch, &am);
+				continue;
+			}
 			struct iovec v = {.iov_base = ir[i].src_ptr, .iov_len = ir[i].size};
 			struct ddp_msg m = {.tagged = true,
 					    .ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_RESP),
@@ -164,7 +240,10 @@ static void tx_drain(struct uiw_qp *qp)
 			if (i - qp->sq_head >= qp->sq_next - qp->sq_head)
 				continue; /* flushed meanwhile */
 			struct sq_wqe *w = &qp->sq[i & (qp->sq_size - 1)];
-			if (w->st == WQE_SENT && w->wr.opcode != UIW_WR_RDMA_READ)
+			bool waits = w->wr.opcode == UIW_WR_RDMA_READ ||
+				     w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
+				     w->wr.opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
+			if (w->st == WQE_SENT && !waits)
 				w->st = WQE_DONE;
 		}
 		uiw_sq_reap(qp);

@@ -335,6 +335,23 @@ static void test_remote_access_error_terminates(void **state)
 	pair_fini(&p);
 }
 
+static void test_extensions_refused_without_rfc7306(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 4096);
+	assert_false(uiw_qp_caps(p.a.qp) & UIW_CAP_RFC7306);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 8, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.opcode = UIW_WR_ATOMIC_FETCH_AND_ADD, .sg_list = &sge,
+				 .num_sge = 1, .remote_addr = (uintptr_t)p.b.buf,
+				 .rkey = p.b.mr->stag};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), -EOPNOTSUPP);
+	wr.opcode = UIW_WR_RDMA_WRITE_WITH_IMM;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), -EOPNOTSUPP);
+	pair_fini(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +360,7 @@ int main(void)
 	    cmocka_unit_test(test_many_small_and_order),
 	    cmocka_unit_test(test_graceful_close_flushes),
 	    cmocka_unit_test(test_remote_access_error_terminates),
+	    cmocka_unit_test(test_extensions_refused_without_rfc7306),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
