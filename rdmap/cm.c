@@ -77,6 +77,8 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_ne
 	qp->rx_send_active = false;
 	qp->rx_write_len = qp->rx_last_write_len = 0;
 	qp->caps = neg->rfc7306 ? UIW_CAP_RFC7306 : 0;
+	/* RFC 6581 §4: a zero-length Send RTR consumes no receive WR */
+	qp->rx_expect_send_rtr = neg->p2p && !neg->initiator && neg->rtr == MPA_RTR_SEND;
 	pthread_mutex_lock(&qp->lock);
 	qp->ird = neg->ird > UIW_MAX_IRD ? UIW_MAX_IRD : neg->ird;
 	qp->ord = neg->ord > UIW_MAX_ORD ? UIW_MAX_ORD : neg->ord;

@@ -5,7 +5,7 @@
  * | UIWARP_MPA_CRC        | 1       | ask for CRC32c (0: only if the peer asks)      |
  * | UIWARP_MPA_CRC_REQUIRED | 0     | refuse peers that will not use CRC             |
  * | UIWARP_P2P            | 1       | RFC 6581 peer-to-peer mode as initiator        |
- * | UIWARP_RTR            | both    | RTR kinds offered: write, read or both         |
+ * | UIWARP_RTR            | both    | RTR kinds offered: write, read, both or send   |
  * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
@@ -47,6 +47,8 @@ static void config_load(void)
 		cfg.mpa.rtr_offer = MPA_RTR_WRITE;
 	else if (rtr && !strcmp(rtr, "read"))
 		cfg.mpa.rtr_offer = MPA_RTR_READ;
+	else if (rtr && !strcmp(rtr, "send"))
+		cfg.mpa.rtr_offer = MPA_RTR_SEND;
 	else if (rtr && !strcmp(rtr, "both"))
 		cfg.mpa.rtr_offer = MPA_RTR_WRITE | MPA_RTR_READ;
 	long t = env_long("UIWARP_MPA_TIMEOUT_MS", cfg.mpa.timeout_ms);

@@ -165,6 +165,7 @@ struct uiw_qp {
 	struct rq_wqe rx_cur;          /* receive WQE of the current Send */
 	uint64_t rx_write_len;         /* bytes of the RDMA Write in progress */
 	uint64_t rx_last_write_len;    /* length of the last complete Write */
+	bool rx_expect_send_rtr;       /* responder: first FPDU is a zero-length Send RTR */
 	struct uiw_mr_int *rx_mr; /* cached MR of the last tagged segment */
 
 	struct uiw_qp_stats stats;

@@ -657,3 +657,25 @@ uint32_t uiw_srq_count(struct uiw_srq *q)
 	pthread_mutex_unlock(&q->lock);
 	return c;
 }
+
+int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m)
+{
+	pthread_mutex_lock(&qp->lock);
+	bool c = qp->connected;
+	if (c) {
+		memset(m, 0, sizeof(*m));
+		m->mpa_rev = qp->neg.rev;
+		m->crc = qp->neg.crc;
+		m->p2p = qp->neg.p2p;
+		const char *r = qp->neg.rtr == MPA_RTR_WRITE  ? "write"
+				: qp->neg.rtr == MPA_RTR_READ ? "read"
+				: qp->neg.rtr == MPA_RTR_SEND ? "send"
+							      : "";
+		strcpy(m->rtr, r);
+		m->ird = qp->ird;
+		m->ord = qp->ord;
+		m->mulpdu = qp->mpa.mulpdu;
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return c ? 0 : -ENOTCONN;
+}

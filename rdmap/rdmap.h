@@ -242,6 +242,18 @@ enum {
 	UIW_CAP_RFC7306 = 1, /* Immediate Data, Atomics (both ends agreed) */
 };
 unsigned uiw_qp_caps(struct uiw_qp *qp);
+
+/* What the MPA handshake of a connected QP settled (RFC 5044 §7, RFC 6581). */
+struct uiw_conn_mode {
+	uint8_t mpa_rev;   /* 1 or 2 */
+	bool crc;          /* CRC32c in use */
+	bool p2p;          /* peer-to-peer (RTR) mode */
+	char rtr[8];       /* "write", "read", "send" or "" */
+	uint16_t ird, ord; /* negotiated */
+	uint32_t mulpdu;   /* bytes of DDP header + payload per FPDU */
+};
+/* Fills *m for a connected QP; -ENOTCONN otherwise. */
+int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m);
 /* Whether this process offers RFC 7306 on new connections
  * (UIWARP_RFC7306=1, docs/configuration.md). */
 bool uiw_rfc7306_enabled(void);

@@ -176,6 +176,19 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
 		return false;
 	}
+	if (qp->rx_expect_send_rtr) {
+		qp->rx_expect_send_rtr = false;
+		if (s->payload_len == 0 && s->mo == 0 && s->last) {
+			/* RFC 6581 §4: the zero-length Send RTR; not delivered */
+			int r = ddp_rx_end(&qp->mpa);
+			if (r) {
+				place_failed(qp, r);
+				return false;
+			}
+			qp->rx_msn[DDP_QN_SEND]++;
+			return true;
+		}
+	}
 	pthread_mutex_lock(&qp->lock);
 	bool have = qp->rx_send_active;
 	if (!have && qp->state != UIW_QPS_ERR)

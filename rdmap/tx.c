@@ -317,8 +317,15 @@ int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr)
 		o->size = 0;
 		o->got = 0;
 		pthread_mutex_unlock(&qp->lock);
+	} else if (rtr == MPA_RTR_SEND) {
+		/* a zero-length Send; the responder does not deliver it */
+		m.ulp_ctrl = rdmap_ctrl(RDMAP_SEND);
+		m.qn = DDP_QN_SEND;
+		pthread_mutex_lock(&qp->lock);
+		m.msn = qp->tx_msn[DDP_QN_SEND]++;
+		pthread_mutex_unlock(&qp->lock);
 	} else {
-		return -EINVAL; /* a zero-length Send RTR would consume a receive */
+		return -EINVAL;
 	}
 	pthread_mutex_lock(&qp->tx_lock);
 	int rc = ddp_send_message(&qp->mpa, qp->batch, &m);

@@ -97,6 +97,23 @@ static void *passive(void *arg)
 	return NULL;
 }
 
+/* The negotiated mode must be what the environment asked for (ctest runs
+ * this suite once per mode). */
+static void check_mode(struct uiw_qp *qp)
+{
+	struct uiw_conn_mode m;
+	assert_int_equal(uiw_qp_conn_mode(qp, &m), 0);
+	const char *rev = getenv("UIWARP_MPA_REV"), *crc = getenv("UIWARP_MPA_CRC");
+	const char *p2p = getenv("UIWARP_P2P"), *rtr = getenv("UIWARP_RTR");
+	assert_int_equal(m.mpa_rev, rev && !strcmp(rev, "1") ? 1 : 2);
+	assert_int_equal(m.crc, !(crc && !strcmp(crc, "0")));
+	bool want_p2p = !(p2p && !strcmp(p2p, "0")) && m.mpa_rev == 2;
+	assert_int_equal(m.p2p, want_p2p);
+	if (want_p2p)
+		assert_string_equal(m.rtr, rtr && strcmp(rtr, "both") ? rtr : "write");
+	assert_true(m.mulpdu >= 128);
+}
+
 static void pair_connect(struct pair *p, size_t len)
 {
 	memset(p, 0, sizeof(*p));
@@ -123,6 +140,8 @@ static void pair_connect(struct pair *p, size_t len)
 	assert_memory_equal(p->a.info.private_data, "reply-pd", 8);
 	assert_int_equal(uiw_qp_get_state(p->a.qp), UIW_QPS_RTS);
 	assert_int_equal(uiw_qp_get_state(p->b.qp), UIW_QPS_RTS);
+	check_mode(p->a.qp);
+	check_mode(p->b.qp);
 }
 
 static void pair_fini(struct pair *p)
