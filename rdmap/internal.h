@@ -21,6 +21,7 @@ struct uiw_config {
 	struct mpa_config mpa;
 	int connect_timeout_ms;
 	int tcp_maxseg;	 /* TCP_MAXSEG to set, 0 for the path's */
+	int rx_spin_us;	 /* busy-poll the stream this long (us) before blocking */
 	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */
 };
 /* Applies the configured socket options (congestion control) to a TCP socket. */
