@@ -169,6 +169,7 @@ struct uiw_qp {
 	bool rx_expect_send_rtr;       /* responder: first FPDU is a zero-length Send RTR */
 	struct uiw_mr_int *rx_mr; /* cached MR of the last tagged segment */
 
+	struct uiw_term_info term; /* qp->lock */
 	struct uiw_qp_stats stats;
 };
 

@@ -313,6 +313,7 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 			uiw_qp_flush_locked(qp);
 		qp->state = UIW_QPS_RESET;
 		qp->closing = qp->terminated = qp->disconnected_reported = false;
+		qp->term = (struct uiw_term_info){0};
 		qp->tx_gate_open = qp->rx_seen_first = qp->tx_stop = false;
 		qp->sq_head = qp->sq_next = qp->sq_tail = 0;
 		qp->rq_head = qp->rq_tail = 0;
@@ -678,4 +679,11 @@ int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m)
 	}
 	pthread_mutex_unlock(&qp->lock);
 	return c ? 0 : -ENOTCONN;
+}
+
+void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out)
+{
+	pthread_mutex_lock(&qp->lock);
+	*out = qp->term;
+	pthread_mutex_unlock(&qp->lock);
 }

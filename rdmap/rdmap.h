@@ -266,6 +266,15 @@ enum uiw_qp_event {
 	UIW_QP_EV_FATAL,	/* local catastrophic error; QP in ERR */
 };
 typedef void (*uiw_qp_event_fn)(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx);
+/* The Terminate that ended a connection (RFC 5040 §4.8), valid once
+ * UIW_QP_EV_TERMINATE was reported: who sent it and its control fields. */
+struct uiw_term_info {
+	bool valid;
+	bool sent;                   /* we sent it (a protocol error of the peer) */
+	uint8_t layer, etype, ecode; /* RFC 5040 §4.8 (layer 0 RDMAP, 1 DDP, 2 LLP) */
+};
+void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out);
+
 /* Sets the event callback (called from engine threads, at most once per
  * event kind; DISCONNECTED comes last). */
 void uiw_qp_set_event_cb(struct uiw_qp *qp, uiw_qp_event_fn fn, void *ctx);

@@ -520,6 +520,14 @@ static bool rx_terminate(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 		(void)ddp_rx_end(&qp->mpa);
 	pthread_mutex_lock(&qp->lock);
 	qp->stats.terminates_recv++;
+	if (!qp->terminated && n >= 4)
+		/* parsed leniently: siw swaps the layer and type nibbles of
+		 * MPA errors; keep what was sent */
+		qp->term = (struct uiw_term_info){.valid = true,
+						  .sent = false,
+						  .layer = buf[0] >> 4,
+						  .etype = buf[0] & 0xf,
+						  .ecode = buf[1]};
 	qp->terminated = true;
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);

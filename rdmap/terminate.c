@@ -50,6 +50,12 @@ void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
 	pthread_mutex_lock(&qp->lock);
 	bool first = !qp->terminated;
 	qp->terminated = true;
+	if (first)
+		qp->term = (struct uiw_term_info){.valid = true,
+						  .sent = true,
+						  .layer = t->layer,
+						  .etype = t->etype,
+						  .ecode = t->ecode};
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
 	pthread_mutex_unlock(&qp->lock);

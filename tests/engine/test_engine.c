@@ -349,6 +349,18 @@ static void test_remote_access_error_terminates(void **state)
 	assert_int_equal(atomic_load(&p.b.terminated), 1);
 	assert_int_equal(atomic_load(&p.a.terminated), 1);
 	assert_int_equal(uiw_qp_get_state(p.b.qp), UIW_QPS_ERR);
+	/* b sent DDP tagged base/bounds; a received it */
+	struct uiw_term_info ti;
+	uiw_qp_term_info(p.b.qp, &ti);
+	assert_true(ti.valid && ti.sent);
+	assert_int_equal(ti.layer, 1);
+	assert_int_equal(ti.etype, 1);
+	assert_int_equal(ti.ecode, 1);
+	uiw_qp_term_info(p.a.qp, &ti);
+	assert_true(ti.valid && !ti.sent);
+	assert_int_equal(ti.layer, 1);
+	assert_int_equal(ti.etype, 1);
+	assert_int_equal(ti.ecode, 1);
 	for (size_t i = 0; i < p.b.len; i++)
 		assert_int_equal(p.b.buf[i], 0xab);
 	pair_fini(&p);
