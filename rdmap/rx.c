@@ -170,6 +170,23 @@ static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	return true;
 }
 
+/* Remote invalidation by Send with Invalidate (RFC 5040 §4.3, §6.8): the
+ * STag must name a valid MR of the QP's PD; it stops working for remote and
+ * local access until deregistered. True on success. */
+static bool invalidate_stag(struct uiw_qp *qp, uint32_t stag)
+{
+	struct uiw_mr_int *mr = uiw_mr_get(stag);
+	bool ok = mr && mr->pub.pd == qp->pd;
+	if (ok)
+		atomic_store(&mr->valid, false);
+	uiw_mr_put(mr);
+	if (ok && qp->rx_mr == mr) {
+		uiw_mr_put(qp->rx_mr);
+		qp->rx_mr = NULL;
+	}
+	return ok;
+}
+
 static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 {
 	/* RFC 5041 §7.3: MSN must be the expected one, MO the bytes so far. */
@@ -237,6 +254,14 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 	qp->rx_msn[DDP_QN_SEND]++;
 	bool inv = op == RDMAP_SEND_INV || op == RDMAP_SEND_SE_INV;
 	bool se = op == RDMAP_SEND_SE || op == RDMAP_SEND_SE_INV;
+	if (inv && !invalidate_stag(qp, s->ulp_rsvd)) {
+		/* RFC 5040 §4.8: the STag cannot be invalidated (as siw) */
+		term_seg(qp,
+			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT,
+			      RDMAP_ECODE_CANNOT_INVALIDATE),
+			 s);
+		return false;
+	}
 	struct uiw_wc wc = {.status = UIW_WC_SUCCESS,
 			    .opcode = UIW_WC_RECV,
 			    .byte_len = (uint32_t)qp->rx_send_got,

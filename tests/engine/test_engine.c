@@ -366,6 +366,81 @@ static void test_remote_access_error_terminates(void **state)
 	pair_fini(&p);
 }
 
+static void test_send_with_invalidate(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 16);
+	/* a second MR on b, to be invalidated by a's Send with Invalidate */
+	uint8_t *extra = calloc(1, 4096);
+	struct uiw_mr *xmr;
+	assert_int_equal(uiw_mr_reg(p.b.pd, extra, 4096, (uintptr_t)extra,
+				    UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE, &xmr),
+			 0);
+	post_recv(&p.b, 9, 0, 64);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND_WITH_INV,
+				 .flags = UIW_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1,
+				 .invalidate_rkey = xmr->stag};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	struct uiw_wc wc[2];
+	assert_int_equal(poll_n(p.b.cq, wc, 1), 1);
+	assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+	assert_true(wc[0].flags & UIW_WC_WITH_INV);
+	assert_int_equal(wc[0].invalidated_stag, xmr->stag);
+	/* the invalidated STag no longer works locally ... */
+	struct uiw_sge ls = {.addr = (uintptr_t)extra, .length = 8, .lkey = xmr->stag};
+	struct uiw_recv_wr rw = {.wr_id = 10, .sg_list = &ls, .num_sge = 1};
+	assert_int_equal(uiw_qp_post_recv(p.b.qp, &rw, 1, &bad), 0);
+	assert_int_equal(poll_n(p.b.cq, wc, 1), 1);
+	assert_int_equal(wc[0].wr_id, 10);
+	assert_int_equal(wc[0].status, UIW_WC_LOC_PROT_ERR);
+	/* ... nor remotely: a Write to it is a Terminate, nothing placed */
+	memset(p.a.buf, 0x77, 64);
+	wr = (struct uiw_send_wr){.wr_id = 2, .opcode = UIW_WR_RDMA_WRITE, .sg_list = &sge,
+				  .num_sge = 1, .remote_addr = (uintptr_t)extra,
+				  .rkey = xmr->stag};
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	for (int i = 0; i < 500 && !atomic_load(&p.b.terminated); i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&p.b.terminated), 1);
+	struct uiw_term_info ti;
+	uiw_qp_term_info(p.b.qp, &ti);
+	assert_int_equal(ti.layer, 1);
+	assert_int_equal(ti.ecode, 0); /* DDP tagged invalid STag */
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(extra[i], 0);
+	assert_int_equal(uiw_mr_dereg(xmr), 0);
+	free(extra);
+	pair_fini(&p);
+}
+
+static void test_invalidate_unknown_stag_terminates(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 4096);
+	post_recv(&p.b, 9, 0, 64);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
+	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND_WITH_INV, .sg_list = &sge,
+				 .num_sge = 1, .invalidate_rkey = 0x7fff0001};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	for (int i = 0; i < 500 && !atomic_load(&p.b.terminated); i++)
+		usleep(10000);
+	struct uiw_term_info ti;
+	uiw_qp_term_info(p.b.qp, &ti);
+	assert_true(ti.valid && ti.sent);
+	assert_int_equal(ti.layer, 0);
+	assert_int_equal(ti.etype, 1);
+	assert_int_equal(ti.ecode, 0x09);
+	struct uiw_wc wc;
+	assert_int_equal(poll_n(p.b.cq, &wc, 1), 1);
+	assert_int_equal(wc.status, UIW_WC_WR_FLUSH_ERR); /* nothing delivered */
+	pair_fini(&p);
+}
+
 static void test_extensions_refused_without_rfc7306(void **state)
 {
 	(void)state;
@@ -392,6 +467,8 @@ int main(void)
 	    cmocka_unit_test(test_graceful_close_flushes),
 	    cmocka_unit_test(test_remote_access_error_terminates),
 	    cmocka_unit_test(test_extensions_refused_without_rfc7306),
+	    cmocka_unit_test(test_send_with_invalidate),
+	    cmocka_unit_test(test_invalidate_unknown_stag_terminates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
