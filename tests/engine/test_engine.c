@@ -441,6 +441,30 @@ static void test_invalidate_unknown_stag_terminates(void **state)
 	pair_fini(&p);
 }
 
+static void test_read_sink_needs_remote_write(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 4096);
+	uint8_t *sink = calloc(1, 64);
+	struct uiw_mr *smr;
+	assert_int_equal(uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_LOCAL_WRITE, &smr),
+			 0);
+	struct uiw_sge sge = {.addr = (uintptr_t)sink, .length = 64, .lkey = smr->stag};
+	struct uiw_send_wr wr = {.wr_id = 3, .opcode = UIW_WR_RDMA_READ, .sg_list = &sge,
+				 .num_sge = 1, .remote_addr = (uintptr_t)p.b.buf,
+				 .rkey = p.b.mr->stag};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	struct uiw_wc wc;
+	assert_int_equal(poll_n(p.a.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 3);
+	assert_int_equal(wc.status, UIW_WC_LOC_ACCESS_ERR);
+	assert_int_equal(uiw_mr_dereg(smr), 0);
+	free(sink);
+	pair_fini(&p);
+}
+
 static void test_extensions_refused_without_rfc7306(void **state)
 {
 	(void)state;
@@ -468,6 +492,7 @@ int main(void)
 	    cmocka_unit_test(test_remote_access_error_terminates),
 	    cmocka_unit_test(test_extensions_refused_without_rfc7306),
 	    cmocka_unit_test(test_send_with_invalidate),
+	    cmocka_unit_test(test_read_sink_needs_remote_write),
 	    cmocka_unit_test(test_invalidate_unknown_stag_terminates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
