@@ -37,8 +37,16 @@ struct uiw_pd {
 struct uiw_mr_int {
 	struct uiw_mr pub;
 	atomic_int refs;   /* table + in-flight users */
-	atomic_bool valid; /* cleared by dereg */
+	atomic_bool valid; /* cleared by dereg or invalidation */
+	/* memory windows: pub describes the bound range; parent is the MR */
+	int mw_type;		   /* 0 for an MR, 1 or 2 for a window */
+	struct uiw_mr_int *parent; /* referenced while bound */
+	atomic_int windows;	   /* MRs: windows bound to it */
 };
+
+/* Executes a Bind MW or Local Invalidate WR (in send-queue order).
+ * Returns a WC status. */
+enum uiw_wc_status uiw_mem_local_op(struct uiw_pd *pd, const struct uiw_send_wr *wr);
 
 /* Looks up an STag and takes a reference; NULL if unknown or invalidated. */
 struct uiw_mr_int *uiw_mr_get(uint32_t stag);
@@ -72,7 +80,7 @@ struct sq_wqe {
 	bool signaled;
 	uint8_t inl[UIW_MAX_INLINE];
 	uint8_t imm[RDMAP_IMMEDIATE_LEN]; /* Immediate Data body (RFC 7306) */
-	uint32_t req_id;                  /* Atomic Request Identifier */
+	uint32_t req_id;		  /* Atomic Request Identifier */
 };
 
 struct rq_wqe {
@@ -97,9 +105,9 @@ struct irq_entry {
 
 /* An outbound RDMA Read waiting for its Read Response. */
 struct orq_entry {
-	bool atomic;     /* RFC 7306 Atomic Request: response on QN 4 */
+	bool atomic;	 /* RFC 7306 Atomic Request: response on QN 4 */
 	uint32_t req_id; /* atomics: Request Identifier */
-	void *result;    /* atomics: where the original value goes (8 bytes) */
+	void *result;	 /* atomics: where the original value goes (8 bytes) */
 	uint32_t sq_idx; /* its SQ WQE, or UINT32_MAX for the Read RTR */
 	uint32_t sink_stag;
 	uint64_t sink_to;
@@ -155,19 +163,19 @@ struct uiw_qp {
 	pthread_mutex_t tx_lock; /* serialises the stream's send side */
 	struct mpa_txbatch *batch;
 	uint32_t tx_msn[RDMAP_NUM_QN]; /* next MSN per QN, starts at 1 */
-	uint32_t tx_atomic_id;         /* next Atomic Request Identifier */
+	uint32_t tx_atomic_id;	       /* next Atomic Request Identifier */
 	pthread_t rx_thread, tx_thread;
 	bool threads_started;
 
 	/* receive side (rx thread only) */
 	uint32_t rx_msn[RDMAP_NUM_QN]; /* expected MSN per QN */
-	uint64_t rx_send_got;          /* bytes of the current Send message */
-	bool rx_send_active;           /* rx_cur taken (qp->lock to change) */
-	struct rq_wqe rx_cur;          /* receive WQE of the current Send */
-	uint64_t rx_write_len;         /* bytes of the RDMA Write in progress */
+	uint64_t rx_send_got;	       /* bytes of the current Send message */
+	bool rx_send_active;	       /* rx_cur taken (qp->lock to change) */
+	struct rq_wqe rx_cur;	       /* receive WQE of the current Send */
+	uint64_t rx_write_len;	       /* bytes of the RDMA Write in progress */
 	uint64_t rx_last_write_len;    /* length of the last complete Write */
 	bool rx_expect_send_rtr;       /* responder: first FPDU is a zero-length Send RTR */
-	struct uiw_mr_int *rx_mr; /* cached MR of the last tagged segment */
+	struct uiw_mr_int *rx_mr;      /* cached MR of the last tagged segment */
 
 	struct uiw_term_info term; /* qp->lock */
 	struct uiw_qp_stats stats;

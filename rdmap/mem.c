@@ -87,6 +87,8 @@ int uiw_mr_dereg(struct uiw_mr *pub)
 {
 	struct uiw_mr_int *mr = (struct uiw_mr_int *)pub;
 	uint32_t idx = pub->stag >> 8;
+	if (mr->mw_type || atomic_load(&mr->windows) > 0)
+		return mr->mw_type ? -EINVAL : -EBUSY;
 	pthread_mutex_lock(&tbl_lock);
 	if (!tbl || idx >= STAG_TABLE_SIZE || tbl[idx] != mr) {
 		pthread_mutex_unlock(&tbl_lock);
@@ -130,8 +132,8 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 	if (!mr)
 		return NULL;
 	const struct uiw_mr *m = &mr->pub;
-	if (m->pd != pd)
-		goto out;
+	if (m->pd != pd || mr->mw_type)
+		goto out; /* a window's STag is no lkey */
 	if (sge->addr < m->iova || sge->addr - m->iova > m->length ||
 	    sge->length > m->length - (sge->addr - m->iova))
 		goto out;
@@ -144,4 +146,104 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 out:
 	uiw_mr_put(mr);
 	return p;
+}
+
+/* ------------------------------------------------------- memory windows */
+
+struct uiw_mw {
+	struct uiw_mr_int m;
+};
+
+int uiw_mw_alloc(struct uiw_pd *pd, int type, struct uiw_mw **out, uint32_t *rkey)
+{
+	if (!pd || (type != 1 && type != 2))
+		return -EINVAL;
+	/* take an STag index as an MR with no memory, then mark it a window */
+	struct uiw_mr *pub;
+	int rc = uiw_mr_reg(pd, NULL, 0, 0, 0, &pub);
+	if (rc)
+		return rc;
+	struct uiw_mr_int *m = (struct uiw_mr_int *)pub;
+	m->mw_type = type;
+	atomic_store(&m->valid, false); /* not usable until bound */
+	*out = (struct uiw_mw *)m;
+	*rkey = pub->stag;
+	return 0;
+}
+
+static void mw_unbind_locked(struct uiw_mr_int *m)
+{
+	atomic_store(&m->valid, false);
+	if (m->parent) {
+		atomic_fetch_sub(&m->parent->windows, 1);
+		uiw_mr_put(m->parent);
+		m->parent = NULL;
+	}
+}
+
+int uiw_mw_dealloc(struct uiw_mw *mw)
+{
+	struct uiw_mr_int *m = &mw->m;
+	if (!m->mw_type)
+		return -EINVAL;
+	pthread_mutex_lock(&tbl_lock);
+	mw_unbind_locked(m);
+	uint32_t idx = m->pub.stag >> 8;
+	if (tbl && idx < STAG_TABLE_SIZE && tbl[idx] == m)
+		tbl[idx] = NULL;
+	pthread_mutex_unlock(&tbl_lock);
+	atomic_fetch_sub(&m->pub.pd->refs, 1);
+	uiw_mr_put(m);
+	return 0;
+}
+
+enum uiw_wc_status uiw_mem_local_op(struct uiw_pd *pd, const struct uiw_send_wr *wr)
+{
+	enum uiw_wc_status st = UIW_WC_SUCCESS;
+	pthread_mutex_lock(&tbl_lock);
+	if (wr->opcode == UIW_WR_LOCAL_INV) {
+		/* RFC 5040 §2 / verbs Local Invalidate: the STag stops working */
+		uint32_t idx = wr->invalidate_rkey >> 8;
+		struct uiw_mr_int *m = tbl && idx && idx < STAG_TABLE_SIZE ? tbl[idx] : NULL;
+		if (!m || m->pub.stag != wr->invalidate_rkey || m->pub.pd != pd)
+			st = UIW_WC_LOC_PROT_ERR;
+		else if (m->mw_type)
+			mw_unbind_locked(m);
+		else
+			atomic_store(&m->valid, false);
+		pthread_mutex_unlock(&tbl_lock);
+		return st;
+	}
+	/* Bind MW */
+	struct uiw_mr_int *m = wr->mw ? &wr->mw->m : NULL;
+	struct uiw_mr_int *mr = (struct uiw_mr_int *)wr->bind_mr;
+	if (!m || m->pub.pd != pd) {
+		st = UIW_WC_LOC_PROT_ERR;
+	} else if (wr->bind_length == 0) {
+		mw_unbind_locked(m);
+	} else if (!mr || mr->mw_type || !atomic_load(&mr->valid) || mr->pub.pd != pd) {
+		st = UIW_WC_LOC_PROT_ERR;
+	} else if (!(mr->pub.access & UIW_ACCESS_MW_BIND) ||
+		   ((wr->bind_access & UIW_ACCESS_REMOTE_WRITE) &&
+		    !(mr->pub.access & UIW_ACCESS_LOCAL_WRITE))) {
+		st = UIW_WC_LOC_ACCESS_ERR;
+	} else if (wr->bind_addr < mr->pub.iova || wr->bind_addr - mr->pub.iova > mr->pub.length ||
+		   wr->bind_length > mr->pub.length - (wr->bind_addr - mr->pub.iova)) {
+		st = UIW_WC_LOC_PROT_ERR;
+	} else {
+		mw_unbind_locked(m);
+		uint32_t idx = m->pub.stag >> 8;
+		uint32_t newkey = (wr->rkey & 0xff) | idx << 8;
+		m->pub.stag = newkey;
+		m->pub.addr = (uint8_t *)mr->pub.addr + (wr->bind_addr - mr->pub.iova);
+		m->pub.iova = wr->bind_addr;
+		m->pub.length = wr->bind_length;
+		m->pub.access = wr->bind_access | UIW_ACCESS_LOCAL_WRITE;
+		atomic_fetch_add(&mr->refs, 1);
+		atomic_fetch_add(&mr->windows, 1);
+		m->parent = mr;
+		atomic_store(&m->valid, true);
+	}
+	pthread_mutex_unlock(&tbl_lock);
+	return st;
 }

@@ -139,6 +139,10 @@ static enum uiw_wc_opcode wc_opcode_of(enum uiw_wr_opcode op)
 		return UIW_WC_COMP_SWAP;
 	case UIW_WR_ATOMIC_FETCH_AND_ADD:
 		return UIW_WC_FETCH_ADD;
+	case UIW_WR_BIND_MW:
+		return UIW_WC_BIND_MW;
+	case UIW_WR_LOCAL_INV:
+		return UIW_WC_LOCAL_INV;
 	default:
 		return UIW_WC_SEND;
 	}
@@ -359,6 +363,12 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 	case UIW_WR_SEND_WITH_IMM:
 		/* iWARP has no Send with immediate data (as irdma) */
 		return -EOPNOTSUPP;
+	case UIW_WR_BIND_MW:
+	case UIW_WR_LOCAL_INV:
+		/* local operations, executed in send-queue order (tx.c) */
+		if (wr->num_sge != 0)
+			return -EINVAL;
+		break;
 	case UIW_WR_RDMA_READ:
 		if (wr->num_sge > 1 || (wr->flags & UIW_SEND_INLINE))
 			return -EINVAL;
@@ -378,7 +388,8 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 	bool sink = wr->opcode == UIW_WR_RDMA_READ || wr->opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
 		    wr->opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
 	w->wr = *wr;
-	memcpy(w->sge, wr->sg_list, sizeof(struct uiw_sge) * (size_t)wr->num_sge);
+	if (wr->num_sge)
+		memcpy(w->sge, wr->sg_list, sizeof(struct uiw_sge) * (size_t)wr->num_sge);
 	w->wr.sg_list = w->sge;
 	w->signaled = qp->sq_sig_all || (wr->flags & UIW_SEND_SIGNALED);
 	w->status = UIW_WC_SUCCESS;

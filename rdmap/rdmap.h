@@ -34,6 +34,7 @@ enum {
 	UIW_ACCESS_REMOTE_WRITE = 2,
 	UIW_ACCESS_REMOTE_READ = 4,
 	UIW_ACCESS_REMOTE_ATOMIC = 8,
+	UIW_ACCESS_MW_BIND = 16, /* windows may be bound to this MR */
 };
 
 struct uiw_mr {
@@ -50,8 +51,19 @@ struct uiw_mr {
  * *out, or -EINVAL, -ENOMEM. RFC 5040 §5.1 (STag), RFC 5041 §3. */
 int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, unsigned access,
 	       struct uiw_mr **out);
-/* Invalidates the STag, then frees. 0 or -EINVAL. */
+/* Invalidates the STag, then frees. 0, -EINVAL, -EBUSY (memory windows
+ * are bound to it). */
 int uiw_mr_dereg(struct uiw_mr *mr);
+
+/* Memory windows (RFC 5040 §2, verbs MW type 1 and 2): an STag of its own
+ * naming part of an MR, made valid by a Bind WR and invalid by Local
+ * Invalidate, Send with Invalidate or a new Bind. */
+struct uiw_mw;
+/* Allocates an unbound window of type 1 or 2; *rkey is its STag (not
+ * valid until bound). -EINVAL, -ENOMEM. */
+int uiw_mw_alloc(struct uiw_pd *pd, int type, struct uiw_mw **out, uint32_t *rkey);
+/* 0, or -EINVAL. An outstanding binding is dropped. */
+int uiw_mw_dealloc(struct uiw_mw *mw);
 
 /* -------------------------------------------------------------------- CQ */
 
@@ -75,6 +87,8 @@ enum uiw_wc_opcode {
 	UIW_WC_RDMA_READ = 2,
 	UIW_WC_COMP_SWAP = 3,
 	UIW_WC_FETCH_ADD = 4,
+	UIW_WC_BIND_MW = 5,
+	UIW_WC_LOCAL_INV = 6,
 	UIW_WC_RECV = 128,
 	UIW_WC_RECV_RDMA_WITH_IMM = 129,
 };
@@ -89,7 +103,7 @@ struct uiw_wc {
 	uint32_t byte_len;
 	uint32_t qp_num;
 	uint32_t invalidated_stag;
-	unsigned flags; /* UIW_WC_WITH_INV, UIW_WC_WITH_IMM */
+	unsigned flags;	   /* UIW_WC_WITH_INV, UIW_WC_WITH_IMM */
 	uint32_t imm_data; /* network byte order, as ibv_wc.imm_data */
 	uint32_t vendor_err;
 	void *qp_ctx; /* the QP's ctx, as given to uiw_qp_create */
@@ -130,7 +144,7 @@ struct uiw_srq;
 struct uiw_qp_init_attr {
 	struct uiw_pd *pd;
 	struct uiw_cq *send_cq, *recv_cq;
-	struct uiw_srq *srq; /* receives come from this shared queue (optional) */
+	struct uiw_srq *srq;		   /* receives come from this shared queue (optional) */
 	uint32_t max_send_wr, max_recv_wr; /* rounded up; actual written back */
 	uint32_t max_send_sge, max_recv_sge;
 	uint32_t max_inline; /* bytes */
@@ -182,6 +196,8 @@ enum uiw_wr_opcode {
 	UIW_WR_RDMA_READ = 4,
 	UIW_WR_ATOMIC_CMP_AND_SWP = 5,
 	UIW_WR_ATOMIC_FETCH_AND_ADD = 6,
+	UIW_WR_LOCAL_INV = 7,
+	UIW_WR_BIND_MW = 8,
 	UIW_WR_SEND_WITH_INV = 9,
 };
 
@@ -203,7 +219,15 @@ struct uiw_send_wr {
 	uint32_t invalidate_rkey;
 	uint32_t imm_data;    /* network byte order, as ibv_send_wr.imm_data */
 	uint64_t compare_add; /* atomics: compare (CmpSwap) or add (FetchAdd) */
-	uint64_t swap;        /* atomics: swap value (CmpSwap) */
+	uint64_t swap;	      /* atomics: swap value (CmpSwap) */
+	/* UIW_WR_BIND_MW: bind mw to [bind_addr, +bind_length) of bind_mr with
+	 * bind_access (UIW_ACCESS_REMOTE_*); the window's STag becomes rkey
+	 * (its key byte may change, as the verbs let the caller choose). A
+	 * zero length unbinds. UIW_WR_LOCAL_INV uses invalidate_rkey. */
+	struct uiw_mw *mw;
+	struct uiw_mr *bind_mr;
+	uint64_t bind_addr, bind_length;
+	unsigned bind_access;
 };
 
 struct uiw_recv_wr {
@@ -246,9 +270,9 @@ unsigned uiw_qp_caps(struct uiw_qp *qp);
 /* What the MPA handshake of a connected QP settled (RFC 5044 §7, RFC 6581). */
 struct uiw_conn_mode {
 	uint8_t mpa_rev;   /* 1 or 2 */
-	bool crc;          /* CRC32c in use */
-	bool p2p;          /* peer-to-peer (RTR) mode */
-	char rtr[8];       /* "write", "read", "send" or "" */
+	bool crc;	   /* CRC32c in use */
+	bool p2p;	   /* peer-to-peer (RTR) mode */
+	char rtr[8];	   /* "write", "read", "send" or "" */
 	uint16_t ird, ord; /* negotiated */
 	uint32_t mulpdu;   /* bytes of DDP header + payload per FPDU */
 };
@@ -270,7 +294,7 @@ typedef void (*uiw_qp_event_fn)(struct uiw_qp *qp, enum uiw_qp_event ev, void *c
  * UIW_QP_EV_TERMINATE was reported: who sent it and its control fields. */
 struct uiw_term_info {
 	bool valid;
-	bool sent;                   /* we sent it (a protocol error of the peer) */
+	bool sent;		     /* we sent it (a protocol error of the peer) */
 	uint8_t layer, etype, ecode; /* RFC 5040 §4.8 (layer 0 RDMAP, 1 DDP, 2 LLP) */
 };
 void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out);

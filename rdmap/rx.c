@@ -256,10 +256,10 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 	bool se = op == RDMAP_SEND_SE || op == RDMAP_SEND_SE_INV;
 	if (inv && !invalidate_stag(qp, s->ulp_rsvd)) {
 		/* RFC 5040 §4.8: the STag cannot be invalidated (as siw) */
-		term_seg(qp,
-			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT,
-			      RDMAP_ECODE_CANNOT_INVALIDATE),
-			 s);
+		term_seg(
+		    qp,
+		    TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, RDMAP_ECODE_CANNOT_INVALIDATE),
+		    s);
 		return false;
 	}
 	struct uiw_wc wc = {.status = UIW_WC_SUCCESS,
@@ -454,7 +454,8 @@ static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	}
 	pthread_mutex_unlock(&qp->lock);
 	if (!ok) {
-		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+		term_seg(qp,
+			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
 			 s);
 		return false;
 	}
@@ -591,10 +592,10 @@ static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	}
 	if (!s->tagged) {
 		static const uint8_t qn_of[16] = {
-			[RDMAP_RDMA_READ_REQ] = DDP_QN_READ_REQ,
-			[RDMAP_TERMINATE] = DDP_QN_TERMINATE,
-			[RDMAP_ATOMIC_REQ] = RDMAP_QN_ATOMIC_REQ,
-			[RDMAP_ATOMIC_RESP] = RDMAP_QN_ATOMIC_RESP,
+		    [RDMAP_RDMA_READ_REQ] = DDP_QN_READ_REQ,
+		    [RDMAP_TERMINATE] = DDP_QN_TERMINATE,
+		    [RDMAP_ATOMIC_REQ] = RDMAP_QN_ATOMIC_REQ,
+		    [RDMAP_ATOMIC_RESP] = RDMAP_QN_ATOMIC_RESP,
 		};
 		if (s->qn != qn_of[op]) {
 			term_seg(qp,

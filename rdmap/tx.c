@@ -62,8 +62,8 @@ static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
 		v.iov_base = w->imm;
 		v.iov_len = sizeof(w->imm);
 		struct ddp_msg im = {.ulp_ctrl = rdmap_ctrl((w->wr.flags & UIW_SEND_SOLICITED)
-								    ? RDMAP_IMMEDIATE_SE
-								    : RDMAP_IMMEDIATE),
+								? RDMAP_IMMEDIATE_SE
+								: RDMAP_IMMEDIATE),
 				     .qn = DDP_QN_SEND,
 				     .msn = msn,
 				     .iov = &v,
@@ -162,6 +162,12 @@ static void tx_drain(struct uiw_qp *qp)
 			qp->sq_next++;
 			if (w->st == WQE_DONE)
 				continue; /* failed at post (bad lkey): just retire */
+			if (w->wr.opcode == UIW_WR_BIND_MW || w->wr.opcode == UIW_WR_LOCAL_INV) {
+				/* local: takes effect in order, nothing on the wire */
+				w->status = uiw_mem_local_op(qp->pd, &w->wr);
+				w->st = WQE_DONE;
+				continue;
+			}
 			uint32_t msn = 0;
 			enum uiw_wr_opcode op = w->wr.opcode;
 			if (op == UIW_WR_RDMA_READ) {
@@ -198,7 +204,8 @@ static void tx_drain(struct uiw_qp *qp)
 				pthread_mutex_lock(&qp->lock);
 				uint32_t amsn = qp->tx_msn[RDMAP_QN_ATOMIC_RESP]++;
 				pthread_mutex_unlock(&qp->lock);
-				struct iovec av = {.iov_base = &ir[i].aresp, .iov_len = sizeof(ir[i].aresp)};
+				struct iovec av = {.iov_base = &ir[i].aresp,
+						   .iov_len = sizeof(ir[i].aresp)};
 				struct ddp_msg am = {.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_RESP),
 						     .qn = RDMAP_QN_ATOMIC_RESP,
 						     .msn = amsn,

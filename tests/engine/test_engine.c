@@ -379,8 +379,11 @@ static void test_send_with_invalidate(void **state)
 			 0);
 	post_recv(&p.b, 9, 0, 64);
 	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND_WITH_INV,
-				 .flags = UIW_SEND_SIGNALED, .sg_list = &sge, .num_sge = 1,
+	struct uiw_send_wr wr = {.wr_id = 1,
+				 .opcode = UIW_WR_SEND_WITH_INV,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1,
 				 .invalidate_rkey = xmr->stag};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
@@ -398,8 +401,11 @@ static void test_send_with_invalidate(void **state)
 	assert_int_equal(wc[0].status, UIW_WC_LOC_PROT_ERR);
 	/* ... nor remotely: a Write to it is a Terminate, nothing placed */
 	memset(p.a.buf, 0x77, 64);
-	wr = (struct uiw_send_wr){.wr_id = 2, .opcode = UIW_WR_RDMA_WRITE, .sg_list = &sge,
-				  .num_sge = 1, .remote_addr = (uintptr_t)extra,
+	wr = (struct uiw_send_wr){.wr_id = 2,
+				  .opcode = UIW_WR_RDMA_WRITE,
+				  .sg_list = &sge,
+				  .num_sge = 1,
+				  .remote_addr = (uintptr_t)extra,
 				  .rkey = xmr->stag};
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
 	for (int i = 0; i < 500 && !atomic_load(&p.b.terminated); i++)
@@ -423,8 +429,11 @@ static void test_invalidate_unknown_stag_terminates(void **state)
 	pair_connect(&p, 4096);
 	post_recv(&p.b, 9, 0, 64);
 	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 4, .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND_WITH_INV, .sg_list = &sge,
-				 .num_sge = 1, .invalidate_rkey = 0x7fff0001};
+	struct uiw_send_wr wr = {.wr_id = 1,
+				 .opcode = UIW_WR_SEND_WITH_INV,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .invalidate_rkey = 0x7fff0001};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
 	for (int i = 0; i < 500 && !atomic_load(&p.b.terminated); i++)
@@ -448,11 +457,14 @@ static void test_read_sink_needs_remote_write(void **state)
 	pair_connect(&p, 4096);
 	uint8_t *sink = calloc(1, 64);
 	struct uiw_mr *smr;
-	assert_int_equal(uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_LOCAL_WRITE, &smr),
-			 0);
+	assert_int_equal(
+	    uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_LOCAL_WRITE, &smr), 0);
 	struct uiw_sge sge = {.addr = (uintptr_t)sink, .length = 64, .lkey = smr->stag};
-	struct uiw_send_wr wr = {.wr_id = 3, .opcode = UIW_WR_RDMA_READ, .sg_list = &sge,
-				 .num_sge = 1, .remote_addr = (uintptr_t)p.b.buf,
+	struct uiw_send_wr wr = {.wr_id = 3,
+				 .opcode = UIW_WR_RDMA_READ,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf,
 				 .rkey = p.b.mr->stag};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
@@ -465,6 +477,87 @@ static void test_read_sink_needs_remote_write(void **state)
 	pair_fini(&p);
 }
 
+/* Posts one local WR on s and waits for its completion. */
+static enum uiw_wc_status local_wr(struct side *s, struct uiw_send_wr *wr)
+{
+	int bad;
+	wr->flags |= UIW_SEND_SIGNALED;
+	assert_int_equal(uiw_qp_post_send(s->qp, wr, 1, &bad), 0);
+	struct uiw_wc wc;
+	assert_int_equal(poll_n(s->cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, wr->wr_id);
+	return wc.status;
+}
+
+static void test_memory_window(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 1 << 16);
+	/* an MR on b that allows windows, and a type 2 window on it */
+	uint8_t *mem = calloc(1, 8192);
+	struct uiw_mr *mr;
+	assert_int_equal(uiw_mr_reg(p.b.pd, mem, 8192, (uintptr_t)mem,
+				    UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_MW_BIND, &mr),
+			 0);
+	struct uiw_mw *mw;
+	uint32_t rkey;
+	assert_int_equal(uiw_mw_alloc(p.b.pd, 2, &mw, &rkey), 0);
+	/* bind [4096, 4096 + 256) with remote write, new key byte 0x5a */
+	uint32_t bound = (rkey & ~0xffu) | 0x5a;
+	struct uiw_send_wr b = {.wr_id = 40,
+				.opcode = UIW_WR_BIND_MW,
+				.mw = mw,
+				.rkey = bound,
+				.bind_mr = mr,
+				.bind_addr = (uintptr_t)mem + 4096,
+				.bind_length = 256,
+				.bind_access = UIW_ACCESS_REMOTE_WRITE};
+	assert_int_equal(local_wr(&p.b, &b), UIW_WC_SUCCESS);
+	assert_int_equal(uiw_mr_dereg(mr), -EBUSY); /* a window is bound */
+	/* a writes through the window */
+	memset(p.a.buf, 0x3c, 256);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 256, .lkey = p.a.mr->stag};
+	struct uiw_send_wr w = {.wr_id = 1,
+				.opcode = UIW_WR_RDMA_WRITE,
+				.flags = UIW_SEND_SIGNALED,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.remote_addr = (uintptr_t)mem + 4096,
+				.rkey = bound};
+	int bad;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &w, 1, &bad), 0);
+	/* a Send after the Write tells b that the Write has landed */
+	post_recv(&p.b, 41, 0, 16);
+	struct uiw_send_wr sd = {.wr_id = 2, .opcode = UIW_WR_SEND, .sg_list = &sge, .num_sge = 1};
+	sge.length = 4;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &sd, 1, &bad), 0);
+	struct uiw_wc wc;
+	assert_int_equal(poll_n(p.b.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 41);
+	for (int i = 0; i < 256; i++)
+		assert_int_equal(mem[4096 + i], 0x3c);
+	assert_int_equal(mem[4095], 0);
+	assert_int_equal(mem[4096 + 256], 0);
+	/* Local Invalidate of the window: a Write through it is refused */
+	struct uiw_send_wr li = {.wr_id = 42, .opcode = UIW_WR_LOCAL_INV, .invalidate_rkey = bound};
+	assert_int_equal(local_wr(&p.b, &li), UIW_WC_SUCCESS);
+	assert_int_equal(uiw_mr_dereg(mr), 0); /* no window bound any more */
+	sge.length = 8;
+	w.wr_id = 3;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &w, 1, &bad), 0);
+	for (int i = 0; i < 500 && !atomic_load(&p.b.terminated); i++)
+		usleep(10000);
+	struct uiw_term_info ti;
+	uiw_qp_term_info(p.b.qp, &ti);
+	assert_true(ti.valid && ti.sent);
+	assert_int_equal(ti.layer, 1); /* DDP tagged invalid STag */
+	assert_int_equal(ti.ecode, 0);
+	assert_int_equal(uiw_mw_dealloc(mw), 0);
+	free(mem);
+	pair_fini(&p);
+}
+
 static void test_extensions_refused_without_rfc7306(void **state)
 {
 	(void)state;
@@ -472,8 +565,10 @@ static void test_extensions_refused_without_rfc7306(void **state)
 	pair_connect(&p, 4096);
 	assert_false(uiw_qp_caps(p.a.qp) & UIW_CAP_RFC7306);
 	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 8, .lkey = p.a.mr->stag};
-	struct uiw_send_wr wr = {.opcode = UIW_WR_ATOMIC_FETCH_AND_ADD, .sg_list = &sge,
-				 .num_sge = 1, .remote_addr = (uintptr_t)p.b.buf,
+	struct uiw_send_wr wr = {.opcode = UIW_WR_ATOMIC_FETCH_AND_ADD,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)p.b.buf,
 				 .rkey = p.b.mr->stag};
 	int bad;
 	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), -EOPNOTSUPP);
@@ -493,6 +588,7 @@ int main(void)
 	    cmocka_unit_test(test_extensions_refused_without_rfc7306),
 	    cmocka_unit_test(test_send_with_invalidate),
 	    cmocka_unit_test(test_read_sink_needs_remote_write),
+	    cmocka_unit_test(test_memory_window),
 	    cmocka_unit_test(test_invalidate_unknown_stag_terminates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

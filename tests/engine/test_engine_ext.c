@@ -66,11 +66,11 @@ static void side_init(struct side *s, size_t len)
 	s->buf = malloc(len);
 	assert_non_null(s->buf);
 	memset(s->buf, 0, len);
-	assert_int_equal(
-	    uiw_mr_reg(s->pd, s->buf, len, (uintptr_t)s->buf,
-		       UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC,
-		       &s->mr),
-	    0);
+	assert_int_equal(uiw_mr_reg(s->pd, s->buf, len, (uintptr_t)s->buf,
+				    UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
+					UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC,
+				    &s->mr),
+			 0);
 }
 
 static void side_fini(struct side *s)
@@ -151,7 +151,6 @@ static void post_recv(struct side *s, uint64_t id, size_t off, uint32_t len)
 	int bad;
 	assert_int_equal(uiw_qp_post_recv(s->qp, &wr, 1, &bad), 0);
 }
-
 
 static void test_caps_negotiated(void **state)
 {
@@ -262,11 +261,11 @@ static void test_srq_shared_by_two_qps(void **state)
 	assert_int_equal(max_wr, 16);
 	uint8_t *rbuf = calloc(1, 16 * 64);
 	struct uiw_mr *rmr;
-	assert_int_equal(uiw_mr_reg(pd, rbuf, 16 * 64, (uintptr_t)rbuf, UIW_ACCESS_LOCAL_WRITE, &rmr),
-			 0);
+	assert_int_equal(
+	    uiw_mr_reg(pd, rbuf, 16 * 64, (uintptr_t)rbuf, UIW_ACCESS_LOCAL_WRITE, &rmr), 0);
 	for (int i = 0; i < 4; i++) {
-		struct uiw_sge sge = {.addr = (uintptr_t)rbuf + (size_t)i * 64, .length = 64,
-				      .lkey = rmr->stag};
+		struct uiw_sge sge = {
+		    .addr = (uintptr_t)rbuf + (size_t)i * 64, .length = 64, .lkey = rmr->stag};
 		struct uiw_recv_wr rw = {.wr_id = 500 + (uint64_t)i, .sg_list = &sge, .num_sge = 1};
 		int bad;
 		assert_int_equal(uiw_srq_post_recv(srq, &rw, 1, &bad), 0);
@@ -280,8 +279,12 @@ static void test_srq_shared_by_two_qps(void **state)
 		/* the passive side uses the shared PD, CQ and SRQ */
 		p->b.pd = pd;
 		p->b.cq = cq;
-		struct uiw_qp_init_attr a = {.pd = pd, .send_cq = cq, .recv_cq = cq, .srq = srq,
-					     .max_send_wr = 8, .max_send_sge = 1};
+		struct uiw_qp_init_attr a = {.pd = pd,
+					     .send_cq = cq,
+					     .recv_cq = cq,
+					     .srq = srq,
+					     .max_send_wr = 8,
+					     .max_send_sge = 1};
 		assert_int_equal(uiw_qp_create(&a, &p->b.qp), 0);
 		uiw_qp_set_event_cb(p->b.qp, on_event, &p->b);
 		struct sockaddr_in sin = {.sin_family = AF_INET,
@@ -305,10 +308,10 @@ static void test_srq_shared_by_two_qps(void **state)
 	int bad;
 	for (int k = 0; k < 2; k++) {
 		ps[k]->a.buf[0] = (uint8_t)(0x10 + k);
-		struct uiw_sge sge = {.addr = (uintptr_t)ps[k]->a.buf, .length = 1,
-				      .lkey = ps[k]->a.mr->stag};
-		struct uiw_send_wr wr = {.wr_id = 1, .opcode = UIW_WR_SEND, .sg_list = &sge,
-					 .num_sge = 1};
+		struct uiw_sge sge = {
+		    .addr = (uintptr_t)ps[k]->a.buf, .length = 1, .lkey = ps[k]->a.mr->stag};
+		struct uiw_send_wr wr = {
+		    .wr_id = 1, .opcode = UIW_WR_SEND, .sg_list = &sge, .num_sge = 1};
 		assert_int_equal(uiw_qp_post_send(ps[k]->a.qp, &wr, 1, &bad), 0);
 		assert_int_equal(uiw_qp_post_send(ps[k]->a.qp, &wr, 1, &bad), 0);
 	}
@@ -339,10 +342,10 @@ int main(void)
 {
 	setenv("UIWARP_RFC7306", "1", 1);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_caps_negotiated),
-		cmocka_unit_test(test_write_with_imm),
-		cmocka_unit_test(test_atomics),
-		cmocka_unit_test(test_srq_shared_by_two_qps),
+	    cmocka_unit_test(test_caps_negotiated),
+	    cmocka_unit_test(test_write_with_imm),
+	    cmocka_unit_test(test_atomics),
+	    cmocka_unit_test(test_srq_shared_by_two_qps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
