@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "iwpm/iwpm.h"
 #include "rdmap/internal.h"
 
 struct uiw_listener {
@@ -122,6 +123,18 @@ static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, i
 			return -e;
 		}
 	}
+	/* A host whose RNIC listens on a mapped port says so through its port
+	 * mapper (iwpmd, UDP 3935): ask first, fall back to the application's
+	 * port on reject, no mapper or a short timeout (docs/iwpm.md). The
+	 * query's time counts against the connect timeout. */
+	struct sockaddr_storage local, to;
+	socklen_t ll = sizeof(local);
+	bool have_local = getsockname(fd, (struct sockaddr *)&local, &ll) == 0 && src;
+	uint64_t t0 = now_ms();
+	if (iwpm_query(have_local ? (struct sockaddr *)&local : NULL, dst, -1, &to) > 0)
+		dst = (const struct sockaddr *)&to;
+	uint64_t spent = now_ms() - t0;
+	timeout_ms = spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent;
 	if (connect(fd, dst, sa_len(dst)) < 0) {
 		if (errno != EINPROGRESS) {
 			int e = errno;
@@ -257,6 +270,11 @@ int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **o
 		return -e;
 	}
 	pthread_mutex_init(&l->lock, NULL);
+	/* answer kernel iWARP initiators' port-mapper queries for this
+	 * listener when no iwpmd owns UDP 3935 here (docs/iwpm.md) */
+	struct sockaddr_storage bound;
+	uiw_listener_addr(l, &bound);
+	iwpm_responder_add_listener((struct sockaddr *)&bound);
 	*out = l;
 	return 0;
 }
@@ -370,6 +388,9 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 
 int uiw_listener_close(struct uiw_listener *l)
 {
+	struct sockaddr_storage bound;
+	uiw_listener_addr(l, &bound);
+	iwpm_responder_remove_listener((struct sockaddr *)&bound);
 	pthread_mutex_lock(&l->lock);
 	l->closed = true;
 	bool free_now = l->inside == 0;

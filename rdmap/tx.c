@@ -26,11 +26,15 @@ static bool tx_has_work(struct uiw_qp *qp)
 		return false;
 	if (qp->irq_head != qp->irq_tail)
 		return true;
-	if (!qp->tx_gate_open || qp->sq_next == qp->sq_tail)
+	if (qp->sq_next == qp->sq_tail)
 		return false;
 	struct sq_wqe *w = &qp->sq[qp->sq_next & (qp->sq_size - 1)];
-	if (w->st == WQE_DONE)
+	/* failed at post, or local (nothing on the wire): retired in order
+	 * even before the responder may send */
+	if (w->st == WQE_DONE || w->wr.opcode == UIW_WR_BIND_MW || w->wr.opcode == UIW_WR_LOCAL_INV)
 		return true;
+	if (!qp->tx_gate_open)
+		return false;
 	if ((w->wr.flags & UIW_SEND_FENCE) && qp->orq_head != qp->orq_tail)
 		return false;
 	bool needs_orq = w->wr.opcode == UIW_WR_RDMA_READ ||

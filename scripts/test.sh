@@ -29,7 +29,7 @@ log() {
 }
 
 # ------------------------------------------------------------ dependencies
-PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev
+PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
 	rdmacm-utils ibverbs-utils iproute2 tshark python3)
 
 missing=()
