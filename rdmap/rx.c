@@ -119,22 +119,29 @@ static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	pthread_mutex_unlock(&qp->lock);
 	/* RFC 5040 §7.2: a Read Response with no outstanding Read, or for
 	 * another sink, is an unexpected opcode / invalid STag. */
-	if (!have) {
+	if (!have || o.atomic) {
 		term_seg(qp,
 			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
 			 s);
 		return false;
 	}
 	if (s->payload_len) {
-		if (s->stag != o.sink_stag || s->to != o.sink_to + o.got ||
-		    s->payload_len > o.size - o.got) {
+		/* the STag first (RFC 5041 §7.2: invalid STag), then that it is
+		 * the sink of the outstanding Read and within what it asked */
+		void *p;
+		if (!tagged_check(qp, s, 0xff, &p))
+			return false;
+		if (s->stag != o.sink_stag) {
+			term_seg(qp,
+				 TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_INVALID_STAG),
+				 s);
+			return false;
+		}
+		if (s->to != o.sink_to + o.got || s->payload_len > o.size - o.got) {
 			term_seg(
 			    qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
 			return false;
 		}
-		void *p;
-		if (!tagged_check(qp, s, 0xff, &p))
-			return false;
 		struct iovec v = {.iov_base = p, .iov_len = s->payload_len};
 		int r = place(qp, &v, 1, s->payload_len);
 		if (r) {
@@ -275,25 +282,44 @@ static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 	return true;
 }
 
+/* Reads the fixed-size body of a single-segment untagged message on queue
+ * qn (Read Request, Immediate Data, Atomic Request/Response): MSN must be
+ * the expected one (RFC 5041 §7.3), the segment must hold exactly len bytes
+ * at MO 0 with L set; the CRC is checked before the body is used. Advances
+ * the queue's MSN. False after a Terminate. */
+static bool rx_untagged_body(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint32_t qn, void *body,
+			     size_t len)
+{
+	if (s->msn != qp->rx_msn[qn]) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+		return false;
+	}
+	if (s->payload_len != len || s->mo != 0 || !s->last) {
+		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
+		return false;
+	}
+	struct iovec v = {.iov_base = body, .iov_len = len};
+	int r = place(qp, &v, 1, len);
+	if (r) {
+		place_failed(qp, r);
+		return false;
+	}
+	qp->rx_msn[qn]++;
+	return true;
+}
+
 /* RFC 7306 §5.2: Immediate Data, 8 bytes on QN 0; consumes a receive WQE
  * and completes it as RECV_RDMA_WITH_IMM with the preceding Write's length. */
 static bool rx_immediate(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
 {
 	uint8_t body[RDMAP_IMMEDIATE_LEN];
-	if (s->msn != qp->rx_msn[DDP_QN_SEND]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
-		return false;
-	}
-	if (s->payload_len != sizeof(body) || s->mo != 0 || !s->last || qp->rx_send_active) {
+	if (qp->rx_send_active) {
+		/* two messages of QN 0 may not interleave (RFC 5041 §5.2) */
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
 		return false;
 	}
-	struct iovec v = {.iov_base = body, .iov_len = sizeof(body)};
-	int r = place(qp, &v, 1, sizeof(body));
-	if (r) {
-		place_failed(qp, r);
+	if (!rx_untagged_body(qp, s, DDP_QN_SEND, body, sizeof(body)))
 		return false;
-	}
 	pthread_mutex_lock(&qp->lock);
 	bool have = qp->state != UIW_QPS_ERR && uiw_rq_take(qp);
 	if (have) {
@@ -309,7 +335,6 @@ static bool rx_immediate(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t 
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
 		return false;
 	}
-	qp->rx_msn[DDP_QN_SEND]++;
 	return true;
 }
 
@@ -340,21 +365,8 @@ static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
 static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 {
 	struct rdmap_atomic_req ar;
-	if (s->msn != qp->rx_msn[RDMAP_QN_ATOMIC_REQ]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+	if (!rx_untagged_body(qp, s, RDMAP_QN_ATOMIC_REQ, &ar, sizeof(ar)))
 		return false;
-	}
-	if (s->payload_len != sizeof(ar) || s->mo != 0 || !s->last) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	struct iovec v = {.iov_base = &ar, .iov_len = sizeof(ar)};
-	int r = place(qp, &v, 1, sizeof(ar));
-	if (r) {
-		place_failed(qp, r);
-		return false;
-	}
-	qp->rx_msn[RDMAP_QN_ATOMIC_REQ]++;
 	pthread_mutex_lock(&qp->lock);
 	bool full = qp->irq_tail - qp->irq_head >= qp->ird;
 	pthread_mutex_unlock(&qp->lock);
@@ -420,21 +432,8 @@ static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 {
 	struct rdmap_atomic_resp ar;
-	if (s->msn != qp->rx_msn[RDMAP_QN_ATOMIC_RESP]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+	if (!rx_untagged_body(qp, s, RDMAP_QN_ATOMIC_RESP, &ar, sizeof(ar)))
 		return false;
-	}
-	if (s->payload_len != sizeof(ar) || s->mo != 0 || !s->last) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	struct iovec v = {.iov_base = &ar, .iov_len = sizeof(ar)};
-	int r = place(qp, &v, 1, sizeof(ar));
-	if (r) {
-		place_failed(qp, r);
-		return false;
-	}
-	qp->rx_msn[RDMAP_QN_ATOMIC_RESP]++;
 	pthread_mutex_lock(&qp->lock);
 	bool ok = qp->orq_head != qp->orq_tail;
 	struct orq_entry *e = ok ? &qp->orq[qp->orq_head % qp->orq_size] : NULL;
@@ -465,21 +464,8 @@ static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 static bool rx_read_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 {
 	struct rdmap_read_req rr;
-	if (s->msn != qp->rx_msn[DDP_QN_READ_REQ]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
+	if (!rx_untagged_body(qp, s, DDP_QN_READ_REQ, &rr, sizeof(rr)))
 		return false;
-	}
-	if (s->payload_len != sizeof(rr) || s->mo != 0 || !s->last) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	struct iovec v = {.iov_base = &rr, .iov_len = sizeof(rr)};
-	int r = place(qp, &v, 1, sizeof(rr));
-	if (r) {
-		place_failed(qp, r);
-		return false;
-	}
-	qp->rx_msn[DDP_QN_READ_REQ]++;
 	struct irq_entry e = {.sink_stag = be32toh(rr.sink_stag),
 			      .sink_to = be64toh(rr.sink_to),
 			      .size = be32toh(rr.read_size)};
@@ -681,6 +667,25 @@ void *uiw_rx_thread(void *arg)
 			break;
 		qp->mpa.rx_fpdus++;
 	}
+	if (clean_eof) {
+		/* The peer half-closed: Read Requests it sent before its FIN
+		 * still get their Read Responses (bounded: 2 s). */
+		uint64_t end = now_ns() + 2000000000ull;
+		pthread_mutex_lock(&qp->lock);
+		while (qp->irq_head != qp->irq_tail && qp->state != UIW_QPS_ERR && now_ns() < end) {
+			qp->tx_kick = qp->tx_wake = true;
+			pthread_cond_broadcast(&qp->cond);
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+		}
+		pthread_mutex_unlock(&qp->lock);
+	}
 	/* A send in flight may already be delivered: let it finish and
 	 * complete its WQEs before the rest is flushed (bounded: the peer may
 	 * have stopped reading). */
@@ -700,7 +705,6 @@ void *uiw_rx_thread(void *arg)
 	/* RFC 5040 §6: the peer closed (or the stream broke): close our side */
 	if (qp->llp)
 		qp->llp->ops->shutdown_send(qp->llp);
-	(void)clean_eof;
 	uiw_qp_report(qp, UIW_QP_EV_DISCONNECTED);
 	return NULL;
 }

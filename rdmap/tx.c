@@ -258,6 +258,8 @@ static void tx_drain(struct uiw_qp *qp)
 				w->st = WQE_DONE;
 		}
 		uiw_sq_reap(qp);
+		if (nir)
+			pthread_cond_broadcast(&qp->cond); /* Read Responses are out */
 		pthread_mutex_unlock(&qp->lock);
 	}
 }

@@ -36,6 +36,10 @@ waits for the target's READY line (its STag/IOVA/length) and then:
   bad connection setups that must be refused (MPA_CASES: markers asked for,
   a bad key, a bad revision, PD_Length over 512).
 
+RULE_CASES (below) add one case per receive-side rule of issue 3, each with
+the exact Terminate expected (see README.md and docs/conformance.md);
+KNOWN_BAD lists those the engine does not answer right yet.
+
 Every Terminate must be an untagged DDP segment on QN 2 with RDMAP opcode 7
 (RFC 5040 §4.8); its control word is Layer(4) EType(4) ErrCode(8) M D R.
 In every case the target must print "SURVIVED placed_outside=0 ..." and
@@ -72,9 +76,11 @@ def MR_PATTERN(i):
 
 
 class Target:
-    def __init__(self, path, wait_s, req_ms):
+    def __init__(self, path, wait_s, req_ms, opts="", env=None):
         cmd = [path] if not path.endswith(".py") else [sys.executable, path]
-        self.proc = subprocess.Popen(cmd + ["0", str(wait_s), str(req_ms)],
+        self.proc = subprocess.Popen(cmd + ["0", str(wait_s), str(req_ms)] +
+                                     ([opts] if opts else []),
+                                     env=dict(os.environ, **(env or {})),
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      bufsize=1, universal_newlines=True, errors="replace")
@@ -174,12 +180,18 @@ def terminates_of(ddps):
     return ts
 
 
-def connect(port, crc=True, rev=2):
+F_RFC7306 = 0x01  # uiwarp's RFC 7306 offer in the MPA flags (mpa/mpa_wire.h)
+
+
+def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False):
     s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
     iw.set_nodelay(s)
     deadline = time.monotonic() + IO_TIMEOUT
-    rep = iw.initiator_handshake(s, deadline, ird=4, ord_=4, p2p=True, rtr_write=True,
-                                 rtr_read=False, crc=crc, rev=rev)
+    rep = iw.initiator_handshake(s, deadline, ird=ird, ord_=ord_, p2p=True, rtr_write=True,
+                                 rtr_read=False, crc=crc, rev=rev,
+                                 flags_extra=F_RFC7306 if rfc7306 else 0)
+    if rfc7306:
+        expect(rep.flags & F_RFC7306, "MPA Reply accepts uiwarp's RFC 7306 offer")
     say("hostile: reply " + str(rep))
     if rev == 1:
         # RFC 6581 §5: a rev 1 request gets a rev 1 reply; no IRD/ORD word, no RTR
@@ -194,6 +206,9 @@ def connect(port, crc=True, rev=2):
     expect(rep.p2p, "MPA Reply echoes P2P (RFC 6581 §9.2)")
     expect(rep.rtr_write and not rep.rtr_read and not rep.rtr_send,
            "MPA Reply picks the Write RTR only")
+    expect(rep.ird <= ord_ and rep.ord <= ird,
+           "MPA Reply IRD/ORD %d/%d within our ORD/IRD %d/%d (RFC 6581 §5)" %
+           (rep.ird, rep.ord, ord_, ird))
     s.sendall(iw.write_rtr(crc))
     return s
 
@@ -209,6 +224,8 @@ class Ctx:
     def __init__(self, stag, iova, length, rstag, riova):
         self.stag, self.iova, self.length = stag, iova, length
         self.rstag, self.riova = rstag, riova
+        self.x = {}  # extra regions (uiw_target "extra")
+        self.reads = None  # the target's Read Requests (uiw_target "reads")
 
     def unknown_stag(self):
         bad = self.stag ^ 0x00ABCD00
@@ -358,6 +375,8 @@ MPA_CASES = {
                         "close"),
 }
 ALL_CASES = GOOD_CASES + tuple(ERROR_CASES) + ("peer_terminate",) + tuple(MPA_CASES)
+# the cases mock_target.py implements (hostile_harness_selfcheck)
+MOCK_CASES = ALL_CASES
 
 
 def good_case(case, sock, c):
@@ -507,12 +526,748 @@ def mpa_case(case, port):
         s.close()
 
 
+# ---------------------------------------------------------------- rule cases
+#
+# One case per receive-side rule of RFC 5041 / RFC 5040 (issue 3). A rule case
+# is a function (sock, c) that sends its traffic and returns an Expect: the
+# exact Terminate the RFCs ask for (or none, for traffic that must be
+# accepted), the offending header that must be echoed, and what may change in
+# the target's memory. Cases whose RFC answer uiwarp does not give today are
+# listed in KNOWN_BAD: they still assert the RFC's answer (and so fail), and
+# ctest runs them with WILL_FAIL under the label known-bad, so that a fixed
+# engine turns them red until they are moved out of KNOWN_BAD.
+
+RDMAP, DDP, LLP = 0, 1, 2
+RP_PROT, RP_OP = 1, 2  # RDMAP etypes: remote protection, remote operation
+READ_SRC = ((0x5EED01, 0x1000), (0x5EED02, 0x2000))  # uiw_target "reads"
+READ_SINK_OFF = (8192, 12288)
+READ_LEN = 64
+U64 = 1 << 64
+
+
+class Expect:
+    """What the target must do. terms: acceptable (layer, etype, code)
+    triples, or None for 'no Terminate, the connection ends with our FIN'.
+    hdr: the DDP header the Terminate must echo (D set, M with the segment
+    length seg_len); rhdr: the Read Request body it must echo (R set).
+    mr: exact number of MR bytes that change, or a list of [lo, hi) ranges
+    the changes must stay in. rchanged: exact count, or (max,) for 'at most'.
+    wcs / no_wcs: regexes the target's WC lines must / must not match.
+    x: exact changed-byte counts of the extra regions (default all 0).
+    read_resp: (sink STag, sink TO, data) of a Read Response the target must
+    send."""
+
+    def __init__(self, terms=None, hdr=None, seg_len=None, rhdr=None, mr=0, rchanged=0,
+                 wcs=(), no_wcs=(), x=None, read_resp=None):
+        self.terms, self.hdr, self.seg_len, self.rhdr = terms, hdr, seg_len, rhdr
+        self.mr, self.rchanged, self.wcs, self.no_wcs = mr, rchanged, wcs, no_wcs
+        self.x = x or {}
+        self.read_resp = read_resp
+
+
+def flipped(off, n):
+    """n bytes that differ from the MR pattern at every offset from off."""
+    return bytes(MR_PATTERN(off + i) ^ 0xFF for i in range(n))
+
+
+def send_fpdus(sock, *ulpdus, gap=0.0):
+    for u in ulpdus:
+        sock.sendall(iw.fpdu(u))
+        if gap:
+            time.sleep(gap)
+
+
+def ulp_of(f):
+    """The ULPDU inside an FPDU we built."""
+    n = struct.unpack(">H", f[:2])[0]
+    return f[2:2 + n]
+
+
+FLUSHED = r"WC wr_id=103 status=5 "  # the last posted receive flushed
+NO_RECV_OK = (r"WC wr_id=10[0-3] status=0 ",)
+
+
+def err(terms, u, **kw):
+    """An error Expect whose offending segment is ULPDU u (header echoed)."""
+    tagged = bool(u[0] & 0x80)
+    hlen = 14 if tagged else 18
+    kw.setdefault("wcs", (FLUSHED,))
+    return Expect(terms, hdr=u[:hlen], seg_len=len(u), **kw)
+
+
+# --- interleaving (RFC 5041 §5.3, RFC 5040 §5.5; issue 3: tagged and
+# untagged may interleave, two messages of the same class may not)
+
+def r_interleave_send_write(sock, c):
+    """A Send in two segments with a whole RDMA Write between them: allowed."""
+    off = 4096
+    send_fpdus(sock,
+               iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x51" * 40, last=False),
+               iw.tagged(iw.OP_WRITE, c.stag, c.iova + off, flipped(off, 100)),
+               iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 40, b"\x52" * 60))
+    return Expect(None, mr=100, rchanged=100,
+                  wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=100 ",))
+
+
+def r_interleave_write_send(sock, c):
+    """An RDMA Write in two segments with a whole Send between them: allowed."""
+    off = 4096
+    d = flipped(off, 200)
+    send_fpdus(sock,
+               iw.tagged(iw.OP_WRITE, c.stag, c.iova + off, d[:100], last=False),
+               iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x53" * 30),
+               iw.tagged(iw.OP_WRITE, c.stag, c.iova + off + 100, d[100:]))
+    return Expect(None, mr=200, rchanged=30,
+                  wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=30 ",))
+
+
+def r_interleave_send_readreq(sock, c):
+    """A Read Request (QN 1) between two segments of a Send (QN 0): allowed;
+    the Read is answered and the Send completes."""
+    off = 4096
+    send_fpdus(sock,
+               iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x54" * 40, last=False),
+               ulp_of(iw.read_request(1, 0xC0FFEE, 0x80, 32, c.stag, c.iova + off)),
+               iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 40, b"\x55" * 8))
+    return Expect(None, rchanged=48, wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=48 ",),
+                  read_resp=(0xC0FFEE, 0x80, bytes(MR_PATTERN(off + i) for i in range(32))))
+
+
+def r_interleave_send_send(sock, c):
+    """A second Send (MSN 2) starts before the first (MSN 1) has its last
+    segment: two untagged messages of one queue interleaved."""
+    first = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x56" * 40, last=False)
+    second = iw.untagged(iw.OP_SEND, iw.QN_SEND, 2, 0, b"\x57" * 40)
+    send_fpdus(sock, first, second)
+    return err([(DDP, 2, 0x03)], second, rchanged=(40,), no_wcs=NO_RECV_OK)
+
+
+def r_interleave_read_resp(sock, c):
+    """Read Response 2 arrives while Read Response 1 is half done."""
+    (s1, t1, _), (s2, t2, _) = c.reads
+    a = iw.tagged(iw.OP_READ_RESP, s1, t1, flipped(READ_SINK_OFF[0], 32), last=False)
+    b = iw.tagged(iw.OP_READ_RESP, s2, t2, flipped(READ_SINK_OFF[1], READ_LEN))
+    send_fpdus(sock, a, b)
+    lo = READ_SINK_OFF[0]
+    return err([(DDP, 1, 0x01), (RDMAP, RP_OP, 0x06)], b, mr=[(lo, lo + 32)],
+               wcs=(FLUSHED, r"WC wr_id=200 status=[1-9]", r"WC wr_id=201 status=[1-9]"))
+
+
+# --- Read Responses (RFC 5040 §4.5, §5.2.2, §7)
+
+def r_read_resp_ok(sock, c):
+    """Both of the target's Reads answered, the second in two segments."""
+    (s1, t1, _), (s2, t2, _) = c.reads
+    d2 = flipped(READ_SINK_OFF[1], READ_LEN)
+    send_fpdus(sock,
+               iw.tagged(iw.OP_READ_RESP, s1, t1, flipped(READ_SINK_OFF[0], READ_LEN)),
+               iw.tagged(iw.OP_READ_RESP, s2, t2, d2[:20], last=False),
+               iw.tagged(iw.OP_READ_RESP, s2, t2 + 20, d2[20:]))
+    return Expect(None, mr=2 * READ_LEN,
+                  wcs=(r"WC wr_id=200 status=0 opcode=2 ", r"WC wr_id=201 status=0 opcode=2 "))
+
+
+def r_read_resp_unsolicited(sock, c):
+    """A Read Response when no Read is outstanding."""
+    u = iw.tagged(iw.OP_READ_RESP, c.stag, c.iova + 4096, flipped(4096, 32))
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u)
+
+
+def r_read_resp_extra(sock, c):
+    """Both Reads answered, then a third Read Response nobody asked for."""
+    (s1, t1, _), (s2, t2, _) = c.reads
+    send_fpdus(sock,
+               iw.tagged(iw.OP_READ_RESP, s1, t1, flipped(READ_SINK_OFF[0], READ_LEN)),
+               iw.tagged(iw.OP_READ_RESP, s2, t2, flipped(READ_SINK_OFF[1], READ_LEN)))
+    u = iw.tagged(iw.OP_READ_RESP, s1, t1, b"\xee" * READ_LEN)
+    time.sleep(0.05)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u, mr=2 * READ_LEN,
+               wcs=(FLUSHED, r"WC wr_id=200 status=0 opcode=2 ",
+                    r"WC wr_id=201 status=0 opcode=2 "))
+
+
+def r_read_resp_bad_stag(sock, c):
+    """The Read Response names an STag nobody registered (not the sink)."""
+    (s1, t1, _), _ = c.reads
+    u = iw.tagged(iw.OP_READ_RESP, c.unknown_stag(), t1, b"\xee" * READ_LEN)
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x00)], u, wcs=(FLUSHED, r"WC wr_id=200 status=[1-9]"))
+
+
+def r_read_resp_outside_sink(sock, c):
+    """The Read Response's TO lies inside the sink MR but outside the range
+    the Read asked for."""
+    (s1, t1, _), _ = c.reads
+    u = iw.tagged(iw.OP_READ_RESP, s1, t1 + 1024, b"\xee" * READ_LEN)
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x01)], u, wcs=(FLUSHED, r"WC wr_id=200 status=[1-9]"))
+
+
+def r_read_resp_too_long(sock, c):
+    """A Read Response longer than the Read (128 bytes for 64)."""
+    (s1, t1, _), _ = c.reads
+    u = iw.tagged(iw.OP_READ_RESP, s1, t1, b"\xee" * (2 * READ_LEN))
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x01)], u, wcs=(FLUSHED, r"WC wr_id=200 status=[1-9]"))
+
+
+# --- untagged buffers: MSN, MO, length, buffers (RFC 5041 §5.3, §7.2)
+
+def r_msn_old(sock, c):
+    u = iw.untagged(iw.OP_SEND, iw.QN_SEND, 0, 0, b"\x77" * 16)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x03)], u, no_wcs=NO_RECV_OK)
+
+
+def r_mo_gap(sock, c):
+    """Segment 2 of a Send starts at MO 80 where 40 bytes were received."""
+    a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x58" * 40, last=False)
+    b = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 80, b"\x59" * 40)
+    send_fpdus(sock, a, b)
+    return err([(DDP, 2, 0x04)], b, rchanged=(40,), no_wcs=NO_RECV_OK)
+
+
+def r_too_long_segments(sock, c):
+    """A Send whose third 400-byte segment passes the 1024-byte buffer."""
+    segs = [iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 400 * k, b"\x5a" * 400, last=k == 2)
+            for k in range(3)]
+    send_fpdus(sock, *segs)
+    return err([(DDP, 2, 0x05)], segs[2], rchanged=(800,), no_wcs=NO_RECV_OK)
+
+
+def r_no_buffer(sock, c):
+    """Five Sends, four receives posted: the fifth has no buffer (the RFC's
+    error, not a hang)."""
+    us = [iw.untagged(iw.OP_SEND, iw.QN_SEND, k + 1, 0, bytes([0x60 + k]) * 16)
+          for k in range(5)]
+    send_fpdus(sock, *us)
+    return err([(DDP, 2, 0x02)], us[4], rchanged=64,
+               wcs=tuple(r"WC wr_id=%d status=0 opcode=128 byte_len=16 " % (100 + k)
+                         for k in range(4)))
+
+
+def r_send_qn1(sock, c):
+    """A Send on QN 1 (the Read Request queue)."""
+    u = iw.untagged(iw.OP_SEND, iw.QN_READ_REQ, 1, 0, b"\x77" * 16)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x01)], u)
+
+
+def r_read_req_msn(sock, c):
+    """A Read Request with MSN 5 where 1 is expected."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 32, c.stag, c.iova)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 5, 0, body)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x03)], u)
+
+
+def r_read_req_ird0(sock, c):
+    """We negotiated ORD 0 (so the target's IRD is 0) and send a Read
+    Request anyway: more Reads than IRD (RFC 5040 §6.5 / RFC 6581 §5)."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 32, c.stag, c.iova)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x02), (DDP, 2, 0x03)], u, rhdr=body)
+
+
+# --- zero-length operations (RFC 5040 §4.4 / §5.2: a zero-length Read or
+# Write carries no data: STag and TO are not checked)
+
+def r_zero_write(sock, c):
+    send_fpdus(sock, iw.tagged(iw.OP_WRITE, c.unknown_stag(), 0xDEAD0000))
+    return Expect(None)
+
+
+def r_zero_send(sock, c):
+    send_fpdus(sock, iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0))
+    return Expect(None, wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=0 ",))
+
+
+def r_zero_read(sock, c):
+    """A zero-length Read of an STag nobody registered: answered with a
+    zero-length Read Response to our sink."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0x40, 0, c.unknown_stag(), 0xDEAD0000)
+    send_fpdus(sock, iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body))
+    return Expect(None, read_resp=(0xC0FFEE, 0x40, b""))
+
+
+# --- versions, opcodes, reserved fields (RFC 5041 §4.1, RFC 5040 §4.2/§4.3)
+
+def r_ddp_version_untagged(sock, c):
+    u = bytearray(iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x77" * 16))
+    u[0] = (u[0] & ~3) | 2
+    u = bytes(u)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x06)], u, no_wcs=NO_RECV_OK)
+
+
+def r_rdmap_version_untagged(sock, c):
+    u = bytearray(iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x77" * 16))
+    u[1] = 0x80 | iw.OP_SEND  # RV 2
+    u = bytes(u)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x05)], u, no_wcs=NO_RECV_OK)
+
+
+def r_send_tagged(sock, c):
+    """Opcode Send in a tagged segment."""
+    u = iw.tagged(iw.OP_SEND, c.stag, c.iova, b"\x77" * 16)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u)
+
+
+def r_write_untagged(sock, c):
+    """Opcode RDMA Write in an untagged segment on QN 0."""
+    u = iw.untagged(iw.OP_WRITE, iw.QN_SEND, 1, 0, b"\x77" * 16)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u, no_wcs=NO_RECV_OK)
+
+
+def r_imm_not_negotiated(sock, c):
+    """RFC 7306 Immediate Data (opcode 0x8) when RFC 7306 was not
+    negotiated: an unexpected opcode."""
+    u = iw.untagged(0x8, iw.QN_SEND, 1, 0, b"\x12\x34\x56\x78" * 2)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u, no_wcs=NO_RECV_OK)
+
+
+def r_atomic_not_negotiated(sock, c):
+    """RFC 7306 Atomic Request (opcode 0xA, QN 3) when RFC 7306 was not
+    negotiated: an unexpected opcode."""
+    body = struct.pack(">IIIQQQQQQ", 0, 1, c.stag, c.iova, 1, 0, 0, 0, 0)
+    u = iw.untagged(0xA, 3, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u, no_wcs=NO_RECV_OK)
+
+
+def r_ddp_rsvd_set(sock, c):
+    """DDP reserved bits set: not checked on receive (RFC 5041 §4.1)."""
+    off = 4096
+    u = bytearray(iw.tagged(iw.OP_WRITE, c.stag, c.iova + off, flipped(off, 64)))
+    u[0] |= 0x3C
+    send_fpdus(sock, bytes(u))
+    return Expect(None, mr=64)
+
+
+def r_rdmap_rsvd_set(sock, c):
+    """RDMAP reserved bits set: not checked on receive (RFC 5040 §4.2)."""
+    off = 4096
+    u = bytearray(iw.tagged(iw.OP_WRITE, c.stag, c.iova + off, flipped(off, 64)))
+    u[1] |= 0x30
+    send_fpdus(sock, bytes(u))
+    return Expect(None, mr=64)
+
+
+def r_send_rsvdulp_set(sock, c):
+    """A plain Send whose 32-bit RsvdULP field is not zero: not checked
+    (RFC 5040 §4.3: only Send with Invalidate gives it a meaning)."""
+    send_fpdus(sock, iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x61" * 16,
+                                 inv_stag=0xDEADBEEF))
+    return Expect(None, rchanged=16,
+                  wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=16 flags=0 ",))
+
+
+# --- STags: access per operation, protection domains, TO wrap
+# (RFC 5040 §5.1 / §7, RFC 5041 §7.2; uiw_target "extra" regions)
+
+def r_write_ro_mr(sock, c):
+    u = iw.tagged(iw.OP_WRITE, c.x["ro"], 0x2000000, b"\xee" * 32)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x02)], u)
+
+
+def r_read_wo_mr(sock, c):
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 32, c.x["wo"], 0x3000000)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x02)], u, rhdr=body)
+
+
+def r_write_other_pd(sock, c):
+    u = iw.tagged(iw.OP_WRITE, c.x["pd2"], 0x4000000, b"\xee" * 32)
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x02)], u)
+
+
+def r_read_other_pd(sock, c):
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 32, c.x["pd2"], 0x4000000)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x03)], u, rhdr=body)
+
+
+def r_write_hi_end(sock, c):
+    """A Write of the last 16 bytes of an MR whose last byte is at 2^64 - 2:
+    valid (no wrap)."""
+    hi = c.x["hiiova"]
+    to = hi + 4096 - 16
+    send_fpdus(sock, iw.tagged(iw.OP_WRITE, c.x["hi"], to,
+                               bytes(MR_PATTERN(4080 + i) ^ 0xFF for i in range(16))))
+    return Expect(None, x={"hi": 16})
+
+
+def r_to_wrap_hi(sock, c):
+    """A Write at TO 2^64 - 16 of 32 bytes into the high MR: TO wrap."""
+    u = iw.tagged(iw.OP_WRITE, c.x["hi"], U64 - 16, b"\xee" * 32)
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x03)], u)
+
+
+def r_read_to_wrap(sock, c):
+    """A Read Request of 32 bytes at source TO 2^64 - 16 (high MR)."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 32, c.x["hi"], U64 - 16)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x04)], u, rhdr=body)
+
+
+# --- Send with Invalidate (RFC 5040 §5.3 / §7: "STag cannot be
+# Invalidated", RDMAP code 0x09)
+
+def r_send_inv_unknown(sock, c):
+    """Send with Invalidate naming an STag nobody registered."""
+    u = iw.untagged(iw.OP_SEND_INV, iw.QN_SEND, 1, 0, b"\x62" * 16, inv_stag=c.unknown_stag())
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x09), (RDMAP, RP_OP, 0x09)], u, rchanged=(16,),
+               no_wcs=NO_RECV_OK)
+
+
+def r_send_se_inv_other_pd(sock, c):
+    """Send with SE and Invalidate naming the STag of another PD's MR."""
+    u = iw.untagged(iw.OP_SEND_SE_INV, iw.QN_SEND, 1, 0, b"\x63" * 16, inv_stag=c.x["pd2"])
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x09), (RDMAP, RP_OP, 0x09)], u, rchanged=(16,),
+               no_wcs=NO_RECV_OK)
+
+
+def r_send_inv_then_write(sock, c):
+    """Send with Invalidate of the write-only MR's STag (remote invalidation
+    of an MR is allowed by uiwarp), then an RDMA Write to that STag: the
+    STag is no longer valid."""
+    send_fpdus(sock, iw.untagged(iw.OP_SEND_INV, iw.QN_SEND, 1, 0, b"\x64" * 16,
+                                 inv_stag=c.x["wo"]))
+    time.sleep(0.05)
+    u = iw.tagged(iw.OP_WRITE, c.x["wo"], 0x3000000, b"\xee" * 32)
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x00)], u, rchanged=16,
+               wcs=(FLUSHED, r"WC wr_id=100 status=0 opcode=128 byte_len=16 flags=4 inv=0x%x" %
+                    c.x["wo"]))
+
+
+# --- RFC 7306 (negotiated: the target runs with UIWARP_RFC7306=1 and we
+# offer it the uiwarp way). Immediate Data shares QN 0 with Sends; Atomic
+# Requests use QN 3, Atomic Responses QN 4 (as uiwarp does: see
+# rdmap/rdmap_wire.h, to be checked against RFC 7306 §5).
+
+OP_IMM, OP_IMM_SE, OP_ATOMIC_REQ, OP_ATOMIC_RESP = 0x8, 0x9, 0xA, 0xB
+
+
+def atomic_req(stag, to, add=1):
+    return struct.pack(">IIIQQQQQ", 0x0, 7, stag, to, add, ~0 & (U64 - 1), 0, 0)
+
+
+def r_imm_ok(sock, c):
+    """Immediate Data (8 bytes) consumes a receive and completes it."""
+    send_fpdus(sock, iw.untagged(OP_IMM, iw.QN_SEND, 1, 0, b"\x12\x34\x56\x78\0\0\0\0"))
+    return Expect(None, wcs=(r"WC wr_id=100 status=0 .*flags=2 ",))
+
+
+def r_imm_no_buffer(sock, c):
+    """Four Sends use the four receives; then Immediate Data: no buffer."""
+    us = [iw.untagged(iw.OP_SEND, iw.QN_SEND, k + 1, 0, b"\x70" * 8) for k in range(4)]
+    imm = iw.untagged(OP_IMM, iw.QN_SEND, 5, 0, b"\x12\x34\x56\x78\0\0\0\0")
+    send_fpdus(sock, *us, imm)
+    return err([(DDP, 2, 0x02)], imm, rchanged=32,
+               wcs=tuple(r"WC wr_id=%d status=0 opcode=128 byte_len=8 " % (100 + k)
+                         for k in range(4)))
+
+
+def r_atomic_no_access(sock, c):
+    """FetchAdd on the MR, which has no REMOTE_ATOMIC access."""
+    u = iw.untagged(OP_ATOMIC_REQ, 3, 1, 0, atomic_req(c.stag, c.iova + 64))
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x02)], u)
+
+
+def r_atomic_resp_unsolicited(sock, c):
+    """An Atomic Response when no Atomic Request is outstanding."""
+    u = iw.untagged(OP_ATOMIC_RESP, 4, 1, 0, struct.pack(">IQ", 7, 0))
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_OP, 0x06)], u)
+
+
+# --- Terminates from the peer (RFC 5040 §5.3 / §7.1: never answered with a
+# Terminate; parsed leniently; every WR flushes)
+
+def r_peer_terminate_full(sock, c):
+    """Our Terminate with M, D and an echoed tagged header."""
+    hdr = iw.tagged(iw.OP_WRITE, c.stag, c.iova)
+    ctrl = struct.pack(">BBHH", (DDP << 4) | 1, 0x01, 0xC000, len(hdr) + 32) + hdr
+    send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, ctrl))
+    return Expect([], wcs=(r"WC wr_id=100 status=5 ", FLUSHED))
+
+
+def r_peer_terminate_short(sock, c):
+    """A Terminate whose payload is 2 bytes (shorter than its control word)."""
+    send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, b"\x12\x01"))
+    return Expect([], wcs=(FLUSHED,))
+
+
+# name: (function, target options, MPA Request arguments)
+RULE_CASES = {
+    "interleave_send_write": (r_interleave_send_write, "", {}),
+    "interleave_write_send": (r_interleave_write_send, "", {}),
+    "interleave_send_readreq": (r_interleave_send_readreq, "", {}),
+    "interleave_send_send": (r_interleave_send_send, "", {}),
+    "interleave_read_resp": (r_interleave_read_resp, "reads", {}),
+    "read_resp_ok": (r_read_resp_ok, "reads", {}),
+    "read_resp_unsolicited": (r_read_resp_unsolicited, "", {}),
+    "read_resp_extra": (r_read_resp_extra, "reads", {}),
+    "read_resp_bad_stag": (r_read_resp_bad_stag, "reads", {}),
+    "read_resp_outside_sink": (r_read_resp_outside_sink, "reads", {}),
+    "read_resp_too_long": (r_read_resp_too_long, "reads", {}),
+    "msn_old": (r_msn_old, "", {}),
+    "mo_gap": (r_mo_gap, "", {}),
+    "too_long_segments": (r_too_long_segments, "", {}),
+    "no_buffer": (r_no_buffer, "", {}),
+    "send_qn1": (r_send_qn1, "", {}),
+    "read_req_msn": (r_read_req_msn, "", {}),
+    "read_req_ird0": (r_read_req_ird0, "", {"ord_": 0}),
+    "zero_write": (r_zero_write, "", {}),
+    "zero_send": (r_zero_send, "", {}),
+    "zero_read": (r_zero_read, "", {}),
+    "ddp_version_untagged": (r_ddp_version_untagged, "", {}),
+    "rdmap_version_untagged": (r_rdmap_version_untagged, "", {}),
+    "send_tagged": (r_send_tagged, "", {}),
+    "write_untagged": (r_write_untagged, "", {}),
+    "imm_not_negotiated": (r_imm_not_negotiated, "", {}),
+    "atomic_not_negotiated": (r_atomic_not_negotiated, "", {}),
+    "ddp_rsvd_set": (r_ddp_rsvd_set, "", {}),
+    "rdmap_rsvd_set": (r_rdmap_rsvd_set, "", {}),
+    "send_rsvdulp_set": (r_send_rsvdulp_set, "", {}),
+    "write_ro_mr": (r_write_ro_mr, "extra", {}),
+    "read_wo_mr": (r_read_wo_mr, "extra", {}),
+    "write_other_pd": (r_write_other_pd, "extra", {}),
+    "read_other_pd": (r_read_other_pd, "extra", {}),
+    "write_hi_end": (r_write_hi_end, "extra", {}),
+    "to_wrap_hi": (r_to_wrap_hi, "extra", {}),
+    "read_to_wrap": (r_read_to_wrap, "extra", {}),
+    "send_inv_unknown": (r_send_inv_unknown, "", {}),
+    "send_se_inv_other_pd": (r_send_se_inv_other_pd, "extra", {}),
+    "send_inv_then_write": (r_send_inv_then_write, "extra", {}),
+    "imm_ok": (r_imm_ok, "", {"rfc7306": True}),
+    "imm_no_buffer": (r_imm_no_buffer, "", {"rfc7306": True}),
+    "atomic_no_access": (r_atomic_no_access, "", {"rfc7306": True}),
+    "atomic_resp_unsolicited": (r_atomic_resp_unsolicited, "", {"rfc7306": True}),
+    "peer_terminate_full": (r_peer_terminate_full, "", {}),
+    "peer_terminate_short": (r_peer_terminate_short, "", {}),
+}
+# Cases where uiwarp's answer differs from the RFC's today (see the report in
+# docs/conformance.md, "Known-bad hostile cases"). ctest: WILL_FAIL, label
+# known-bad. Move a case out of here when the engine is fixed.
+KNOWN_BAD = (
+)
+
+
+def read_target_reads(sock, c):
+    """The two RDMA Read Requests uiw_target posts with "reads"; checks their
+    wire form and returns [(sink STag, sink TO, size)] in order."""
+    out = []
+    deadline = time.monotonic() + IO_TIMEOUT
+    while len(out) < 2:
+        f = iw.read_fpdu(sock, deadline)
+        d = iw.Ddp(f.ulpdu)
+        say("hostile: from target: %s" % d)
+        expect(f.crc_ok, "Read Request CRC good")
+        expect(not d.tagged and d.opcode == iw.OP_READ_REQ and d.qn == iw.QN_READ_REQ and
+               d.last and d.mo == 0 and d.msn == len(out) + 1 and d.dv == 1 and d.rv == 1,
+               "untagged Read Request on QN 1, MSN %d, MO 0, L" % (len(out) + 1))
+        expect(d.ddp_rsvd == 0 and d.rdmap_rsvd == 0 and d.inv == 0,
+               "reserved fields of the Read Request are zero")
+        expect(len(d.payload) == 28, "Read Request body is 28 bytes")
+        sink_stag, sink_to, size, src_stag, src_to = struct.unpack(">IQIIQ", d.payload)
+        i = len(out)
+        expect(sink_stag == c.stag and sink_to == c.iova + READ_SINK_OFF[i] and
+               size == READ_LEN and (src_stag, src_to) == READ_SRC[i],
+               "Read Request %d names sink/size/source as posted" % (i + 1))
+        out.append((sink_stag, sink_to, size))
+    return out
+
+
+def check_read_resp(ddps, want):
+    sink, to, data = want
+    got = b""
+    seen = False
+    for d in ddps:
+        if d.tagged and d.opcode == iw.OP_READ_RESP:
+            expect(d.stag == sink and d.to == to + len(got),
+                   "Read Response to our sink STag/TO (0x%x/0x%x)" % (d.stag, d.to))
+            got += d.payload
+            seen = True
+            if d.last:
+                break
+    expect(seen, "a Read Response arrived")
+    expect(got == data, "Read Response carries the %d expected bytes" % len(data))
+
+
+def rule_case(case, sock, c):
+    fn = RULE_CASES[case][0]
+    e = fn(sock, c)
+    if e.read_resp is not None:
+        # the answer to our Read first, then our FIN
+        early = []
+        deadline = time.monotonic() + IO_TIMEOUT
+        while True:
+            f = iw.read_fpdu(sock, deadline)
+            d = iw.Ddp(f.ulpdu)
+            say("hostile: from target: %s" % d)
+            expect(f.crc_ok, "CRC of the target's FPDU is good")
+            early.append(d)
+            if d.opcode == iw.OP_TERMINATE or (d.opcode == iw.OP_READ_RESP and d.last):
+                break
+        check_read_resp(early, e.read_resp)
+    if e.terms is None:
+        sock.shutdown(socket.SHUT_WR)
+    ddps, closed, rest = read_until_close(sock, True)
+    ts = terminates_of(ddps)
+    if e.terms is None or e.terms == []:
+        expect(not ts, "no Terminate from the target")
+        expect(closed, "the target closed the stream")
+        return e
+    expect(len(ts) == 1, "exactly one Terminate arrived (%d)" % len(ts))
+    t = ts[0]
+    say("hostile: observed Terminate layer/etype/code %d/%d/0x%02x M=%d D=%d R=%d "
+        "seglen=%s rest=%s" % (t.layer, t.etype, t.code, t.m, t.d, t.r, t.seg_len,
+                               t.rest.hex()))
+    expect(any(t.layer == l and t.etype == et and t.code == k for l, et, k in e.terms),
+           "Terminate layer/etype/code %d/%d/0x%02x is one of %s" %
+           (t.layer, t.etype, t.code,
+            ", ".join("%d/%d/0x%02x" % x for x in e.terms)))
+    expect(t.ddp.msn == 1 and t.ddp.mo == 0,
+           "Terminate MSN 1 / MO 0 (got %s/%s)" % (t.ddp.msn, t.ddp.mo))
+    expect(t.rsvd == 0, "Terminate reserved bits are zero")
+    if e.hdr is not None:
+        expect(t.m and t.seg_len == e.seg_len,
+               "Terminate has M and the offending DDP segment length %d (M=%d len=%s)" %
+               (e.seg_len, t.m, t.seg_len))
+        n = len(e.hdr)
+        expect(t.d and t.rest[:n] == e.hdr,
+               "Terminate has D and echoes the offending DDP header %s (got %s)" %
+               (e.hdr.hex(), t.rest[:n].hex()))
+        if e.rhdr is not None:
+            expect(t.r and t.rest[n:n + 28] == e.rhdr,
+                   "Terminate has R and echoes the offending Read Request %s (got %s)" %
+                   (e.rhdr.hex(), t.rest[n:n + 28].hex()))
+            n += 28
+        elif t.r:
+            n += 28  # a Read Request body echoed for a non-RDMAP error: fine
+        expect(len(t.rest) == n, "nothing after the echoed headers (%d extra bytes)" %
+               (len(t.rest) - n))
+    expect(ddps[-1].opcode == iw.OP_TERMINATE, "nothing after the Terminate")
+    expect(closed, "the stream closed after the Terminate")
+    expect(not rest, "no partial FPDU before the close")
+    return e
+
+
+def rule_checks(case, e, tgt, rc):
+    m = tgt.find(r"SURVIVED placed_outside=(\d+) changed=(\d+) first=(-?\d+) last=(-?\d+) "
+                 r"rchanged=(\d+)")
+    expect(m is not None, "target printed SURVIVED")
+    outside, changed, first, last, rchanged = (int(x) for x in m.groups())
+    expect(outside == 0, "nothing placed outside the MR (placed_outside=%d)" % outside)
+    if isinstance(e.mr, list):
+        ok = changed == 0 or any(first >= lo and last < hi for lo, hi in e.mr)
+        expect(ok, "MR changes only inside %s (changed=%d, %d..%d)" % (e.mr, changed, first,
+                                                                        last))
+    else:
+        expect(changed == e.mr, "MR bytes changed: %d (want %d)" % (changed, e.mr))
+    if isinstance(e.rchanged, tuple):
+        expect(rchanged <= e.rchanged[0], "receive buffer bytes changed: %d (at most %d)" %
+               (rchanged, e.rchanged[0]))
+    else:
+        expect(rchanged == e.rchanged, "receive buffer bytes changed: %d (want %d)" %
+               (rchanged, e.rchanged))
+    mx = tgt.find(r"xpd2=(\d+) xro=(\d+) xwo=(\d+) xhi=(\d+) xguard=(\d+)")
+    if mx is not None:
+        got = dict(zip(("pd2", "ro", "wo", "hi", "guard"), (int(v) for v in mx.groups())))
+        for k, v in got.items():
+            want = e.x.get(k, 0)
+            expect(v == want, "extra region %s bytes changed: %d (want %d)" % (k, v, want))
+    for w in e.wcs:
+        expect(tgt.find(w) is not None, "target printed a completion matching %r" % w)
+    for w in e.no_wcs:
+        expect(tgt.find(w) is None, "target printed no completion matching %r" % w)
+    if e.terms:
+        mt = tgt.find(r"TERMINFO sent=(\d) layer=(\d+) etype=(\d+) code=0x([0-9a-f]+)")
+        expect(mt is not None and mt.group(1) == "1" and
+               (int(mt.group(2)), int(mt.group(3)), int(mt.group(4), 16)) in e.terms,
+               "the engine recorded the Terminate it sent (uiw_qp_term_info)")
+    elif e.terms == []:
+        mt = tgt.find(r"TERMINFO sent=(\d)")
+        if case == "peer_terminate_short":
+            # 2 bytes: Layer/EType and code but no flags; recording it is optional
+            expect(mt is None or mt.group(1) == "0",
+                   "no Terminate recorded as sent (uiw_qp_term_info)")
+        else:
+            expect(mt is not None and mt.group(1) == "0",
+                   "the engine recorded a received Terminate (uiw_qp_term_info)")
+    if e.terms is not None:
+        expect(tgt.find(r"EVENT TERMINATE") is not None, "target reported EVENT TERMINATE")
+    else:
+        expect(tgt.find(r"EVENT TERMINATE") is None, "target reported no EVENT TERMINATE")
+    expect(tgt.find(r"EVENT DISCONNECTED") is not None, "target reported EVENT DISCONNECTED")
+    expect(rc == 0, "target exited 0 (rc=%s)" % rc)
+
+
+
+def read_before_fin(target_path, rounds=10):
+    """A Read Request immediately followed by our FIN (a TCP half-close: we
+    still read). The Read arrived before the FIN, so it must be answered
+    before the target closes (RFC 5040 §5.2.2 / §6: an accepted RDMA Read
+    Request is answered; the graceful close completes outstanding work).
+    The race is in the target, so the case runs several rounds."""
+    for k in range(rounds):
+        tgt = Target(target_path, 10, 10000)
+        sock = None
+        try:
+            m = tgt.wait_line(r"LISTEN port=(\d+)", IO_TIMEOUT)
+            expect(m is not None, "round %d: target listens" % k)
+            sock = connect(int(m.group(1)))
+            m = tgt.wait_line(r"READY stag=0x([0-9a-f]+) iova=0x([0-9a-f]+)", IO_TIMEOUT)
+            expect(m is not None, "round %d: READY" % k)
+            stag, iova = int(m.group(1), 16), int(m.group(2), 16)
+            sock.sendall(iw.read_request(1, 0xC0FFEE, 0x40, 32, stag, iova + 64))
+            sock.shutdown(socket.SHUT_WR)
+            ddps, closed, _ = read_until_close(sock, True)
+            expect(not terminates_of(ddps), "round %d: no Terminate" % k)
+            check_read_resp(ddps, (0xC0FFEE, 0x40, bytes(MR_PATTERN(64 + i) for i in range(32))))
+            expect(closed, "round %d: the target closed the stream" % k)
+        finally:
+            if sock:
+                sock.close()
+            rc = tgt.finish(30)
+        expect(rc == 0 and tgt.find(r"SURVIVED placed_outside=0 changed=0 ") is not None,
+               "round %d: target SURVIVED, exit 0" % k)
+    return 0
+
+
 def run(case, target_path):
+    if case == "read_before_fin":
+        try:
+            return read_before_fin(target_path)
+        except (Failed, EOFError, TimeoutError, ValueError, OSError) as e:
+            say("hostile: FAIL [%s]: %s: %s" % (case, type(e).__name__, e))
+            return 1
     mpa = case in MPA_CASES
-    tgt = Target(target_path, 20, 4000 if mpa else 20000)
+    rule = case in RULE_CASES
+    opts, conn_kw = (RULE_CASES[case][1], RULE_CASES[case][2]) if rule else ("", {})
+    tgt = Target(target_path, 20, 4000 if mpa else 20000, opts,
+                 {"UIWARP_RFC7306": "1"} if conn_kw.get("rfc7306") else None)
     sock = None
     try:
-        if case not in ALL_CASES:
+        if case not in ALL_CASES and not rule:
             raise Failed("unknown case %s (cases: %s)" % (case, " ".join(ALL_CASES)))
         m = tgt.wait_line(r"LISTEN port=(\d+)", IO_TIMEOUT)
         expect(m is not None, "target listens")
@@ -525,12 +1280,27 @@ def run(case, target_path):
             expect(tgt.find(r"^READY") is None, "target never reported a connection")
             expect(rc == 0, "target exited 0 (rc=%s)" % rc)
             return 0
-        sock = connect(port, rev=1 if case == "mpa_rev1" else 2)
+        sock = connect(port, rev=1 if case == "mpa_rev1" else 2, **conn_kw)
         m = tgt.wait_line(r"READY stag=0x([0-9a-f]+) iova=0x([0-9a-f]+) len=(\d+) "
                           r"rstag=0x([0-9a-f]+) riova=0x([0-9a-f]+)", IO_TIMEOUT)
         expect(m is not None, "target accepted the connection (READY)")
         c = Ctx(int(m.group(1), 16), int(m.group(2), 16), int(m.group(3)),
                 int(m.group(4), 16), int(m.group(5), 16))
+        if "extra" in opts:
+            mx = tgt.find(r"EXTRA pd2=0x([0-9a-f]+) ro=0x([0-9a-f]+) wo=0x([0-9a-f]+) "
+                          r"hi=0x([0-9a-f]+) hiiova=0x([0-9a-f]+)")
+            expect(mx is not None, "target registered the extra regions (EXTRA)")
+            c.x = dict(zip(("pd2", "ro", "wo", "hi", "hiiova"),
+                           (int(v, 16) for v in mx.groups())))
+        if "reads" in opts:
+            c.reads = read_target_reads(sock, c)
+        if rule:
+            e = rule_case(case, sock, c)
+            sock.close()
+            sock = None
+            rc = tgt.finish(30)
+            rule_checks(case, e, tgt, rc)
+            return 0
         wc = None
         if case in GOOD_CASES:
             want_changed, want_rchanged, wc = good_case(case, sock, c)
@@ -578,11 +1348,18 @@ def run(case, target_path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", help="one of: " + " ".join(ALL_CASES) + ", or 'list'")
+    ap.add_argument("case", help="one of: " + " ".join(ALL_CASES + tuple(RULE_CASES)) +
+                    ", or 'list', 'list-mock', 'list-known-bad'")
     ap.add_argument("--target", default="")
     a = ap.parse_args()
     if a.case == "list":
-        print(" ".join(ALL_CASES))
+        print(" ".join(ALL_CASES + tuple(RULE_CASES) + ("read_before_fin",)))
+        return 0
+    if a.case == "list-mock":
+        print(" ".join(MOCK_CASES))
+        return 0
+    if a.case == "list-known-bad":
+        print(" ".join(KNOWN_BAD))
         return 0
     if not os.access(a.target, os.X_OK if not a.target.endswith(".py") else os.R_OK):
         say("hostile: target %s not built" % a.target)

@@ -76,9 +76,11 @@ def mpa_frame(key, flags, rev, pd):
 
 
 def mpa_request(ird=4, ord_=4, p2p=True, rtr_write=True, rtr_read=False, crc=True,
-                private=b"", rev=2):
+                private=b"", rev=2, flags_extra=0):
+    """flags_extra: more flag bits, e.g. uiwarp's RFC 7306 offer (Res bit
+    0x01, a uiwarp convention, not an RFC)."""
     pd = b""
-    flags = F_C if crc else 0
+    flags = (F_C if crc else 0) | flags_extra
     if rev == 2:
         flags |= F_E
         iw = (ird & 0x3FFF) | (V2_P2P if p2p else 0)

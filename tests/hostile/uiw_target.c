@@ -8,18 +8,33 @@
  *   READY stag=0x... iova=0x... len=65536 rstag=0x... riova=0x...
  * (rstag/riova: the receive buffers' MR, 4 x 1024 bytes, LOCAL_WRITE only)
  * and then reports events (EVENT TERMINATE / EVENT DISCONNECTED) and
- * completions (WC ...). When the connection has ended it prints
- *   SURVIVED placed_outside=P changed=N
- * where N is the number of MR bytes that differ from the pattern and P the
- * number of bytes of the guard areas around the MR (never registered) that
+ * completions (WC ...), and at the end the Terminate the engine recorded
+ * (TERMINFO sent=0|1 layer= etype= code=, uiw_qp_term_info). When the connection has ended it
+ * prints SURVIVED placed_outside=P changed=N where N is the number of MR bytes that differ from the
+ * pattern and P the number of bytes of the guard areas around the MR (never registered) that
  * changed, followed by first=/last= (MR offsets of the first and last
  * changed byte, -1 if none) and rchanged= (non-zero bytes in the receive
  * buffers, which start zeroed), and exits 0. A watchdog ends it with status
  * 3 if it hangs.
  *
- * Usage: uiw_target [PORT [SECONDS [REQ_MS]]]   SECONDS: how long to wait for
- * the connection to end after READY (default 30); REQ_MS: how long to wait
- * for a valid MPA Request (default 20000).
+ * Usage: uiw_target [PORT [SECONDS [REQ_MS [OPTS]]]]   SECONDS: how long to
+ * wait for the connection to end after READY (default 30); REQ_MS: how long
+ * to wait for a valid MPA Request (default 20000); OPTS: a comma-separated
+ * list of
+ *   extra  four more 4 KiB regions, each registered as an MR and printed
+ *          before READY as
+ *            EXTRA pd2=0x.. ro=0x.. wo=0x.. hi=0x.. hiiova=0x.. xlen=4096
+ *          pd2: in a second PD (RW), ro: REMOTE_READ only, wo: REMOTE_WRITE
+ *          (+LOCAL_WRITE) only, hi: RW at IOVA 2^64 - 4097 (its last byte
+ *          is the highest address an MR can have); ro/wo/pd2 at IOVA 0x2000000,
+ *          0x3000000, 0x4000000. SURVIVED then also reports
+ *            xpd2=N xro=N xwo=N xhi=N xguard=N
+ *          (bytes differing from the pattern, per region, and in the guard
+ *          pages around them)
+ *   reads  after READY, post two signaled RDMA Reads of 64 bytes: wr_id 200
+ *          into MR offset 8192 from (STag 0x5eed01, TO 0x1000), wr_id 201
+ *          into MR offset 12288 from (STag 0x5eed02, TO 0x2000); their
+ *          completions appear as WC lines
  *
  * Pattern (hostile_test.py must agree): MR byte i = (i * 7 + 3) & 0xff,
  * guard byte i = 0xa5 ^ (i & 0xff).
@@ -46,6 +61,9 @@
 #define MR_IOVA 0x1000000ull /* not the virtual address: exercises TO translation */
 #define NRECV 4
 #define RECV_LEN 1024u
+#define XLEN 4096u
+#define NX 4		       /* extra regions: pd2, ro, wo, hi */
+#define HI_IOVA (~0ull - XLEN) /* 2^64 - 4097: last byte at 2^64 - 2 */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -120,9 +138,9 @@ static void drain_cq(struct uiw_cq *cq)
 
 	while ((n = uiw_cq_poll(cq, 16, wc)) > 0) {
 		for (i = 0; i < n; i++)
-			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u",
+			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u flags=%u inv=0x%x",
 			    (unsigned long long)wc[i].wr_id, (int)wc[i].status, (int)wc[i].opcode,
-			    wc[i].byte_len);
+			    wc[i].byte_len, wc[i].flags, wc[i].invalidated_stag);
 	}
 }
 
@@ -154,7 +172,12 @@ int main(int argc, char **argv)
 	unsigned port = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 0;
 	int wait_s = argc > 2 ? atoi(argv[2]) : 30;
 	int req_ms = argc > 3 ? atoi(argv[3]) : 20000;
-	struct uiw_pd *pd = NULL;
+	const char *opts = argc > 4 ? argv[4] : "";
+	bool extra = strstr(opts, "extra") != NULL, reads = strstr(opts, "reads") != NULL;
+	struct uiw_pd *pd = NULL, *pd2 = NULL;
+	struct uiw_mr *xmr[NX] = {NULL};
+	uint8_t *xarea = NULL;
+	size_t xchanged[NX] = {0}, xguard = 0;
 	struct uiw_cq *cq = NULL;
 	struct uiw_qp *qp = NULL;
 	struct uiw_mr *mr = NULL, *rmr = NULL;
@@ -191,6 +214,19 @@ int main(int argc, char **argv)
 	for (i = 0; i < MR_LEN; i++)
 		mem[i] = pattern(i);
 	memset(rbuf, 0, NRECV * RECV_LEN);
+	if (extra) {
+		xarea = aligned_alloc(4096, GUARD + NX * XLEN + GUARD);
+		if (!xarea) {
+			say("ERROR out of memory");
+			return 2;
+		}
+		for (i = 0; i < GUARD; i++) {
+			xarea[i] = guard_pattern(i);
+			xarea[GUARD + NX * XLEN + i] = guard_pattern(i);
+		}
+		for (i = 0; i < NX * XLEN; i++)
+			xarea[GUARD + i] = pattern(i % XLEN);
+	}
 
 	pd = uiw_pd_alloc();
 	if (!pd) {
@@ -209,6 +245,29 @@ int main(int argc, char **argv)
 	if (ret) {
 		say("ERROR uiw_mr_reg (recv): %d", ret);
 		return 2;
+	}
+	if (extra) {
+		static const unsigned acc[NX] = {
+		    UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE,
+		    UIW_ACCESS_REMOTE_READ,
+		    UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_LOCAL_WRITE,
+		    UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE,
+		};
+		static const uint64_t iova[NX] = {0x4000000ull, 0x2000000ull, 0x3000000ull,
+						  HI_IOVA};
+		pd2 = uiw_pd_alloc();
+		if (!pd2) {
+			say("ERROR uiw_pd_alloc (pd2): %s", strerror(errno));
+			return 2;
+		}
+		for (i = 0; i < NX; i++) {
+			ret = uiw_mr_reg(i == 0 ? pd2 : pd, xarea + GUARD + i * XLEN, XLEN, iova[i],
+					 acc[i], &xmr[i]);
+			if (ret) {
+				say("ERROR uiw_mr_reg (extra %zu): %d", i, ret);
+				return 2;
+			}
+		}
 	}
 	ret = uiw_cq_create(64, NULL, NULL, &cq);
 	if (ret) {
@@ -283,9 +342,35 @@ int main(int argc, char **argv)
 		ret = uiw_qp_post_recv(qp, wr, NRECV, &bad);
 		if (ret)
 			say("POST_RECV_FAILED %d bad=%d", ret, bad);
+		if (extra)
+			say("EXTRA pd2=0x%x ro=0x%x wo=0x%x hi=0x%x hiiova=0x%llx xlen=%u",
+			    xmr[0]->stag, xmr[1]->stag, xmr[2]->stag, xmr[3]->stag,
+			    (unsigned long long)xmr[3]->iova, XLEN);
 		say("READY stag=0x%x iova=0x%llx len=%llu rstag=0x%x riova=0x%llx", mr->stag,
 		    (unsigned long long)mr->iova, (unsigned long long)mr->length, rmr->stag,
 		    (unsigned long long)rmr->iova);
+		if (reads) {
+			struct uiw_sge rs[2];
+			struct uiw_send_wr rw[2];
+
+			memset(rw, 0, sizeof(rw));
+			for (i = 0; i < 2; i++) {
+				rs[i].addr = MR_IOVA + 8192 + i * 4096;
+				rs[i].length = 64;
+				rs[i].lkey = mr->stag;
+				rw[i].wr_id = 200 + i;
+				rw[i].opcode = UIW_WR_RDMA_READ;
+				rw[i].flags = UIW_SEND_SIGNALED;
+				rw[i].sg_list = &rs[i];
+				rw[i].num_sge = 1;
+				rw[i].remote_addr = 0x1000 * (i + 1);
+				rw[i].rkey = 0x5eed01 + (uint32_t)i;
+			}
+			ret = uiw_qp_post_send(qp, rw, 2, &bad);
+			if (ret)
+				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			ret = 0;
+		}
 	}
 
 	ok = ret == 0 ? wait_disconnect(cq, wait_s) : true;
@@ -293,6 +378,14 @@ int main(int argc, char **argv)
 		say("TIMEOUT no DISCONNECTED event after %d s", wait_s);
 	drain_cq(cq);
 	uiw_qp_get_stats(qp, &st);
+	{
+		struct uiw_term_info ti;
+
+		uiw_qp_term_info(qp, &ti);
+		if (ti.valid)
+			say("TERMINFO sent=%d layer=%u etype=%u code=0x%02x", (int)ti.sent,
+			    ti.layer, ti.etype, ti.ecode);
+	}
 	say("STATS rx_fpdus=%llu rx_bytes=%llu tx_fpdus=%llu terminates_sent=%llu "
 	    "terminates_recv=%llu state=%d",
 	    (unsigned long long)st.rx_fpdus, (unsigned long long)st.rx_bytes,
@@ -315,13 +408,26 @@ int main(int argc, char **argv)
 		outside += area[i] != guard_pattern(i);
 		outside += area[GUARD + MR_LEN + i] != guard_pattern(i);
 	}
+	if (extra) {
+		for (i = 0; i < NX * XLEN; i++)
+			xchanged[i / XLEN] += xarea[GUARD + i] != pattern(i % XLEN);
+		for (i = 0; i < GUARD; i++) {
+			xguard += xarea[i] != guard_pattern(i);
+			xguard += xarea[GUARD + NX * XLEN + i] != guard_pattern(i);
+		}
+		for (i = 0; i < NX; i++)
+			uiw_mr_dereg(xmr[i]);
+		uiw_pd_free(pd2);
+	}
 	uiw_mr_dereg(mr);
 	uiw_mr_dereg(rmr);
 	uiw_cq_destroy(cq);
 	uiw_pd_free(pd);
 	say("SURVIVED placed_outside=%zu changed=%zu first=%ld last=%ld rchanged=%zu "
-	    "terminate_events=%u",
-	    outside, changed, first, last, rchanged, terminate_events);
+	    "terminate_events=%u xpd2=%zu xro=%zu xwo=%zu xhi=%zu xguard=%zu",
+	    outside, changed, first, last, rchanged, terminate_events, xchanged[0], xchanged[1],
+	    xchanged[2], xchanged[3], xguard);
+	free(xarea);
 	free(area);
 	free(rbuf);
 	return ok ? 0 : 4;
