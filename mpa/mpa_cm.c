@@ -74,7 +74,9 @@ static int send_frame(struct uiw_llp *llp, const char *key, uint8_t flags, uint8
 	ssize_t r;
 
 	memcpy(buf, key, MPA_KEY_LEN);
-	buf[16] = flags & (uint8_t)~MPA_FLAG_RES_MASK; /* reserved bits go out as zero */
+	/* reserved bits go out as zero, but for uiwarp's RFC 7306 bit, which
+	 * callers set only when configured (mpa_wire.h) */
+	buf[16] = flags & (uint8_t) ~(MPA_FLAG_RES_MASK & ~MPA_FLAG_RFC7306);
 	buf[17] = rev;
 	put_be16(&buf[18], (uint16_t)(pd_len + (word ? V2_LEN : 0)));
 	if (word) {
@@ -101,9 +103,12 @@ static int send_frame(struct uiw_llp *llp, const char *key, uint8_t flags, uint8
  * that siw instead runs such connections with IRD = ORD = 0 (interop notes
  * §8), so a Read over a rev 1 link to siw fails on its side. Reserved flag
  * bits are ignored. A reject carrying E but fewer than 4 bytes is taken as
- * plain private data (it only needs to be shown to the user).
- * Returns 0, -EPROTO (key, revision, PD_Length > 512, short RFC 6581 word),
- * -ETIMEDOUT, -ECONNRESET or -errno. */
+ * plain private data (it only needs to be shown to the user). Of the
+ * reserved bits only uiwarp's RFC 7306 bit is reported (p->rfc7306).
+ * Returns 0, -EPROTO (key, revision 0, PD_Length > 512, short RFC 6581
+ * word), -EPROTONOSUPPORT (right key, revision above 2: nothing after the
+ * 20-byte header was read, p->rev holds the revision), -ETIMEDOUT,
+ * -ECONNRESET or -errno. */
 static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, struct mpa_params *p,
 		      bool *reject)
 {
@@ -118,6 +123,11 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 		return r;
 	if (memcmp(hdr, key, MPA_KEY_LEN) != 0)
 		return -EPROTO;
+	if (hdr[17] > MPA_REV_2) {
+		memset(p, 0, sizeof(*p));
+		p->rev = hdr[17];
+		return -EPROTONOSUPPORT;
+	}
 	if (hdr[17] != MPA_REV_1 && hdr[17] != MPA_REV_2)
 		return -EPROTO;
 	len = get_be16(&hdr[18]);
@@ -134,6 +144,7 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 	p->rev = hdr[17];
 	p->markers = hdr[16] & MPA_FLAG_MARKERS;
 	p->crc = hdr[16] & MPA_FLAG_CRC;
+	p->rfc7306 = hdr[16] & MPA_FLAG_RFC7306;
 	p->enhanced = p->rev == MPA_REV_2 && (hdr[16] & MPA_FLAG_ENHANCED);
 	if (p->enhanced && len < V2_LEN) {
 		if (!*reject)
@@ -167,7 +178,8 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 /* See mpa/mpa.h. Fills *cfg (not NULL) with the interop profile (interop
  * notes §0): rev 2 with the RFC 6581 word (RFC 6581 §5), CRC asked for but
  * not required (RFC 5044 §7.1), peer-to-peer offering Write and Read RTR,
- * 10000 ms to wait for the peer (siw's initiator timeout). No errors. */
+ * 10000 ms to wait for the peer (siw's initiator timeout), markers neither
+ * honoured nor asked for, the RFC 7306 bit not sent. No errors. */
 void mpa_config_default(struct mpa_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -177,6 +189,9 @@ void mpa_config_default(struct mpa_config *cfg)
 	cfg->p2p = true;
 	cfg->rtr_offer = MPA_RTR_WRITE | MPA_RTR_READ;
 	cfg->timeout_ms = 10000;
+	cfg->rfc7306 = false;
+	cfg->markers = false;
+	cfg->want_markers = false;
 }
 
 static void set_term(uint8_t *term_code, uint8_t code)
@@ -189,8 +204,14 @@ static void set_term(uint8_t *term_code, uint8_t code)
  * setup: IRD/ORD word, P2P, RTR) and the interop notes §1.4 / §8.
  * ird/ord: our depths, clamped to 0x3FFF; with a Read RTR offered, ord is
  * raised to 1 (the RTR itself is a Read). cfg->rev 1 sends no RFC 6581 word
- * (no P2P, no RTR). Checks on the reply: key, same revision as ours, no
- * markers, CRC (-EPROTO when cfg->crc_required and the reply has no C), the
+ * (no P2P, no RTR). M is sent when cfg->want_markers (the responder must
+ * then insert markers towards us: neg->markers_rx); the RFC 7306 bit when
+ * cfg->rfc7306 (neg->rfc7306 when the reply echoes it). Checks on the
+ * reply: key, same revision as ours (a revision above 2 is -EPROTO too),
+ * M only when cfg->markers (then neg->markers_tx: RFC 5044 §7.1, M declares
+ * the receiver's requirement), CRC (-EPROTO when cfg->crc_required and the
+ * reply has no C: stricter than RFC 5044 §7.1, which turns CRC on when
+ * either side sets C, as siw's mpa_crc_strict), the
  * word when we sent one (-EPROTO, term MPA_TERM_BAD_REQREP), P2P echoed with
  * exactly one RTR kind out of our offer (-EPROTO, MPA_TERM_NO_MATCHING_RTR),
  * and a Read RTR with a peer IRD of 0 (-EPROTO, MPA_TERM_INSUFFICIENT_IRD).
@@ -228,6 +249,10 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 		flags |= MPA_FLAG_CRC;
 	if (enh)
 		flags |= MPA_FLAG_ENHANCED;
+	if (cfg->want_markers)
+		flags |= MPA_FLAG_MARKERS;
+	if (cfg->rfc7306)
+		flags |= MPA_FLAG_RFC7306;
 	ird_w = my_ird;
 	ord_w = my_ord;
 	if (p2p)
@@ -243,6 +268,8 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 	if (r < 0)
 		return r;
 	r = recv_frame(llp, MPA_KEY_REP, cfg->timeout_ms, reply, &reject);
+	if (r == -EPROTONOSUPPORT)
+		return -EPROTO;
 	if (r < 0)
 		return r;
 	if (reject)
@@ -250,7 +277,7 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 
 	/* the responder answers in the request's revision (RFC 5044 §7.1,
 	 * RFC 6581); a different one is not something we can use */
-	if (reply->rev != cfg->rev || reply->markers)
+	if (reply->rev != cfg->rev || (reply->markers && !cfg->markers))
 		return -EPROTO;
 	if (cfg->crc_required && !reply->crc)
 		return -EPROTO;
@@ -262,6 +289,9 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 	n.rev = cfg->rev;
 	n.crc = (flags & MPA_FLAG_CRC) || reply->crc; /* RFC 5044 §7.1: either side asks */
 	n.initiator = true;
+	n.markers_tx = reply->markers;
+	n.markers_rx = cfg->want_markers;
+	n.rfc7306 = cfg->rfc7306 && reply->rfc7306;
 	if (p2p) {
 		uint8_t chosen = reply->rtr;
 
@@ -296,14 +326,26 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
  * Request, < 0 waits forever. On 0, *req holds revision, flags, the peer's
  * IRD/ORD (1/1 when no RFC 6581 word: rev 1 or rev 2 without E), P2P and
  * offered RTR kinds, and the ULP private data. A request with M set is
- * returned as is (req->markers); mpa_send_accept rejects it. */
+ * returned as is (req->markers); mpa_send_accept rejects it unless
+ * cfg->markers. A Request with revision > 2: RFC 5044 §7.1 lets a receiver
+ * that cannot interoperate with the revision close; we first send a Reply
+ * with R set in revision 2 (no private data, no RFC 6581 word), which tells
+ * the peer the highest revision we speak, then return -EPROTO. */
 int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req)
 {
 	bool reject = false; /* R has no meaning in a request: ignored */
+	int r;
 
 	if (!llp || !req)
 		return -EINVAL;
-	return recv_frame(llp, MPA_KEY_REQ, timeout_ms, req, &reject);
+	r = recv_frame(llp, MPA_KEY_REQ, timeout_ms, req, &reject);
+	if (r == -EPROTONOSUPPORT) {
+		struct mpa_params ours = {.rev = MPA_REV_2};
+
+		(void)mpa_send_reject(llp, &ours, NULL, 0);
+		return -EPROTO;
+	}
+	return r;
 }
 
 /* See mpa/mpa.h. RFC 5044 §7.1.2, RFC 6581 §5. The Reply has the
@@ -315,7 +357,12 @@ int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req
  * peer 0x3FFF leaves ours), and ird >= 1 for a Read RTR; sending these makes
  * the initiator arrive at the mirror image. Errors: -EINVAL (NULL llp, cfg
  * or req, pd NULL with pd_len, req->rev not 1 or 2), -EMSGSIZE (pd_len >
- * 252), -EPROTO (markers: a reject went out), -errno from the stream. */
+ * 252), -EPROTO (markers without cfg->markers: a reject went out), -errno
+ * from the stream. Markers (RFC 5044 §7.1, per direction): the request's M
+ * makes us insert markers (neg->markers_tx); cfg->want_markers puts M in the
+ * reply (neg->markers_rx). The RFC 7306 bit goes in the reply, and
+ * neg->rfc7306 is set, only when both cfg->rfc7306 and the request have it.
+ * cfg->crc_required needs no reject here: our C forces CRC on both ways. */
 int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const struct mpa_params *req,
 		    uint16_t ird, uint16_t ord, const void *pd, uint16_t pd_len,
 		    struct mpa_negotiated *neg)
@@ -332,8 +379,8 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 		return -EINVAL;
 	if (pd_len > ULP_PD_MAX)
 		return -EMSGSIZE;
-	if (req->markers) {
-		/* we never do markers (interop notes §0): answer with a reject */
+	if (req->markers && !cfg->markers) {
+		/* markers off (interop notes §0, as siw): answer with a reject */
 		(void)mpa_send_reject(llp, req, NULL, 0);
 		return -EPROTO;
 	}
@@ -359,11 +406,18 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 	n.p2p = p2p;
 	n.rtr = rtr;
 	n.initiator = false;
+	n.markers_tx = req->markers;
+	n.markers_rx = cfg->want_markers;
+	n.rfc7306 = cfg->rfc7306 && req->rfc7306;
 
 	if (n.crc)
 		flags |= MPA_FLAG_CRC;
 	if (enh)
 		flags |= MPA_FLAG_ENHANCED;
+	if (n.markers_rx)
+		flags |= MPA_FLAG_MARKERS;
+	if (n.rfc7306)
+		flags |= MPA_FLAG_RFC7306;
 	ird_w = n.ird;
 	ord_w = n.ord;
 	if (p2p)

@@ -21,6 +21,14 @@
 #define MPA_FLAG_REJECT 0x20   /* R */
 #define MPA_FLAG_ENHANCED 0x10 /* RFC 6581 §5: enhanced connection setup */
 #define MPA_FLAG_RES_MASK 0x0f /* reserved: ignored on receive, zero on send */
+/* uiwarp's private use of the lowest reserved bit (not in any RFC): "this
+ * end implements RFC 7306 (Immediate Data, Atomics)". Sent only when
+ * mpa_config.rfc7306 is on (default off): by the initiator in the Request,
+ * and by a responder in the Reply only when the Request had it. Peers that
+ * do not know it ignore it, as RFC 5044 §7.1 requires of reserved bits, and
+ * never set it (siw uses 0x08 for its GSO experiment, Chelsio proposed
+ * 0x0c; neither touches 0x01). Every other reserved bit still goes out 0. */
+#define MPA_FLAG_RFC7306 0x01
 
 #define MPA_REV_1 1
 #define MPA_REV_2 2
@@ -59,7 +67,20 @@ struct mpa_v2_ird_ord {
 /* RFC 5044 §4: an FPDU is ULPDU_Length(2) ULPDU PAD(0..3) CRC(4). */
 #define MPA_HDR_LEN 2
 #define MPA_CRC_LEN 4
+
+/* RFC 5044 §5: markers. Every MPA_MARKER_PERIOD octets of one direction's
+ * stream, counted from the first octet after that side's Request/Reply
+ * (stream offset 0, so the first FPDU starts with a marker), a 4-byte
+ * marker goes in: be16 Reserved (0 on send, ignored on receive but covered
+ * by the CRC) then be16 FPDUPTR, the number of stream octets back from the
+ * marker to the ULPDU_Length of the FPDU it is in (0 for a marker right in
+ * front of an FPDU's ULPDU_Length; low 2 bits 0 on send, ignored on
+ * receive). A direction carries markers when the M flag in the frame its
+ * *receiver* sent is set (§7.1: M declares the receiver's requirement).
+ * Markers count in the CRC (it covers every stream octet of the FPDU before
+ * the CRC field) but not in ULPDU_Length. */
 #define MPA_MARKER_PERIOD 512
+#define MPA_MARKER_LEN 4
 
 /* RFC 5040 §4.8 / RFC 6581 §8: LLP (MPA) Terminate error codes, layer 2. */
 #define MPA_TERM_TCP_LOST 0x01

@@ -205,8 +205,10 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		*rejected = true;
 	if (rc == -EPROTO && term) {
 		/* RFC 6581 §8: tell the peer why, then close */
-		struct mpa_negotiated tn = {
-		    .rev = reply->rev, .crc = reply->crc, .initiator = true};
+		struct mpa_negotiated tn = {.rev = reply->rev,
+					    .crc = reply->crc,
+					    .markers_tx = reply->markers && mc.markers,
+					    .initiator = true};
 		if (qp_attach(qp, llp, &tn) == 0) {
 			uint8_t payload[4] = {RDMAP_LAYER_LLP << 4, term, 0, 0};
 			uiw_tx_send_terminate(qp, payload, sizeof(payload));
@@ -362,7 +364,7 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			free(cr);
 			continue;
 		}
-		if (cr->req.markers) {
+		if (cr->req.markers && !cfg->mpa.markers) {
 			/* markers are not supported: reject (as siw does) */
 			mpa_send_reject(llp, &cr->req, NULL, 0);
 			llp->ops->destroy(llp);

@@ -11,6 +11,8 @@
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
  * | UIWARP_TCP_MAXSEG     | (path)  | clamp the TCP MSS (tests of small-MTU paths)   |
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
+ * | UIWARP_MPA_MARKERS    | 0       | 0 no markers (reject a peer's M), 1 honour a   |
+ * |                       |         | peer's M, 2 also ask for markers (RFC 5044 §5)  |
  * | UIWARP_RX_SPIN_US     | 0       | receive threads busy-poll this long (µs) before |
  * |                       |         | sleeping: lower latency, one core busy per QP   |
  */
@@ -59,6 +61,9 @@ static void config_load(void)
 	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
 	cfg.mpa.rfc7306 = env_long("UIWARP_RFC7306", 0) != 0;
+	long mk = env_long("UIWARP_MPA_MARKERS", 0);
+	cfg.mpa.markers = mk >= 1;
+	cfg.mpa.want_markers = mk >= 2;
 	long spin = env_long("UIWARP_RX_SPIN_US", 0);
 	cfg.rx_spin_us = spin > 0 && spin <= 10000000 ? (int)spin : 0;
 	long mss = env_long("UIWARP_TCP_MAXSEG", 0);

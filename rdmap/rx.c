@@ -633,6 +633,26 @@ static void rx_spin(struct uiw_qp *qp, int spin_us)
 	} while (now_ns() < end);
 }
 
+/* RFC 6581 §4: in peer-to-peer mode the responder's first FPDU must be the
+ * RTR the reply chose: a zero-length RDMA Write, a zero-length RDMA Read
+ * Request, or a zero-length Send. */
+static bool rtr_matches(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+{
+	if (qp->neg.initiator || !qp->neg.p2p || !qp->neg.rtr)
+		return true;
+	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
+	switch (qp->neg.rtr) {
+	case MPA_RTR_WRITE:
+		return s->tagged && op == RDMAP_RDMA_WRITE && s->payload_len == 0;
+	case MPA_RTR_READ:
+		return !s->tagged && op == RDMAP_RDMA_READ_REQ;
+	case MPA_RTR_SEND:
+		return !s->tagged && op == RDMAP_SEND && s->payload_len == 0;
+	default:
+		return true;
+	}
+}
+
 void *uiw_rx_thread(void *arg)
 {
 	struct uiw_qp *qp = arg;
@@ -648,9 +668,18 @@ void *uiw_rx_thread(void *arg)
 			break;
 		}
 		if (r < 0) {
-			if (r == -EPROTO)
+			if (r == -EPROTO && qp->mpa.rx_term == MPA_TERM_MARKER)
+				/* RFC 5044 §5: a marker that does not point at the FPDU */
+				uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_MARKER));
+			else if (r == -EPROTO)
 				uiw_terminate(qp, &TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED,
 							DDP_UNTAGGED_INVALID_MO));
+			else if (r == -EBADMSG)
+				uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
+			break;
+		}
+		if (!qp->rx_seen_first && !rtr_matches(qp, &s)) {
+			uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_NO_MATCHING_RTR));
 			break;
 		}
 		if (!qp->rx_seen_first) {

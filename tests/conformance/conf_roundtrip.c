@@ -877,7 +877,7 @@ int main(int argc, char **argv)
 		printf("NOTE [%s]: MPA reserved flag bits used: request 0x%02x reply 0x%02x\n",
 		       mode, wi->flags, wr->flags);
 	if (want_markers && !(wi->flags & 0x80)) {
-		printf("SKIP [%s]: markers asked for (UIWARP_MPA_MARKERS=1) but the MPA Request "
+		printf("SKIP [%s]: markers asked for (UIWARP_MPA_MARKERS=2) but the MPA Request "
 		       "has no M flag: markers not implemented yet\n",
 		       mode);
 		return SKIP;

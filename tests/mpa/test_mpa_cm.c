@@ -905,6 +905,361 @@ static void test_bad_args(void **state)
 	assert_true(raw_quiet(c->rfd, 20));
 }
 
+/* ------------------------------------------------------------ issue 3 */
+
+/* Markers are negotiated per direction (RFC 5044 §7.1: M declares the
+ * receiver's requirement): the Request's M makes the responder insert them,
+ * the Reply's M the initiator. Both ends agree on each direction. */
+static void test_markers_negotiation(void **state)
+{
+	static const struct {
+		bool i_markers, i_want, r_markers, r_want;
+		int rc;
+		bool i_tx, i_rx;
+	} cases[] = {
+	    {true, true, true, false, 0, false, true},	      /* responder -> initiator */
+	    {true, false, true, true, 0, true, false},	      /* initiator -> responder */
+	    {true, true, true, true, 0, true, true},	      /* both ways */
+	    {false, false, true, false, 0, false, false},     /* nobody asks */
+	    {false, false, false, true, -EPROTO, 0, 0},	      /* reply M, initiator off */
+	    {false, true, false, false, -ECONNREFUSED, 0, 0}, /* request M, responder off */
+	};
+
+	(void)state;
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct conn *c;
+		struct mpa_config cfg;
+		struct mpa_negotiated neg;
+		struct peer p;
+		void *st;
+
+		assert_int_equal(setup(&st), 0);
+		c = st;
+		mpa_config_default(&cfg);
+		cfg.timeout_ms = 2000;
+		cfg.markers = cases[k].i_markers;
+		cfg.want_markers = cases[k].i_want;
+		peer_init(&p, c);
+		p.cfg.markers = cases[k].r_markers;
+		p.cfg.want_markers = cases[k].r_want;
+		memset(&neg, 0x5a, sizeof(neg));
+		assert_int_equal(handshake(c, &cfg, 1, 1, NULL, 0, &p, NULL, &neg, NULL),
+				 cases[k].rc);
+		assert_int_equal(p.req.markers, cases[k].i_want);
+		if (cases[k].rc == 0) {
+			assert_int_equal(neg.markers_tx, cases[k].i_tx);
+			assert_int_equal(neg.markers_rx, cases[k].i_rx);
+			assert_int_equal(p.neg.markers_tx, cases[k].i_rx);
+			assert_int_equal(p.neg.markers_rx, cases[k].i_tx);
+			assert_mirror(&neg, &p.neg);
+		}
+		teardown(&st);
+	}
+}
+
+/* The M bit on the wire: 0xd0 (M|C|E) in a Request that asks; the Reply
+ * of a responder that asks has M too. */
+static void test_markers_wire(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	struct mpa_negotiated neg;
+	uint8_t frame[64], got[64];
+	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
+	size_t n;
+
+	mpa_config_default(&cfg);
+	cfg.timeout_ms = 2000;
+	cfg.markers = true;
+	cfg.want_markers = true;
+	n = build_frame(frame, MPA_KEY_REP, 0xd0, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0xd0);
+	assert_true(neg.markers_tx);
+	assert_true(neg.markers_rx);
+
+	n = build_frame(frame, MPA_KEY_REQ, 0xd0, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_memory_equal(got, MPA_KEY_REP, 16);
+	assert_int_equal(got[16], 0xd0);
+	assert_true(neg.markers_tx);
+	assert_true(neg.markers_rx);
+}
+
+/* After a handshake with markers both ways, mpa_conn_init follows neg and
+ * FPDUs cross in both directions with markers from stream offset 0 (the
+ * first octet after each side's frame). */
+static void test_markers_after_handshake(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_negotiated neg;
+	struct peer p;
+	struct mpa_conn ci, cr;
+	struct mpa_txbatch *b = malloc(sizeof(*b));
+	static uint8_t pl[3000], got[3000];
+	uint8_t hdr[14] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, h[14];
+
+	assert_non_null(b);
+	mpa_config_default(&cfg);
+	cfg.markers = cfg.want_markers = true;
+	peer_init(&p, c);
+	p.cfg.markers = p.cfg.want_markers = true;
+	assert_int_equal(handshake(c, &cfg, 1, 1, NULL, 0, &p, NULL, &neg, NULL), 0);
+	assert_int_equal(mpa_conn_init(&ci, c->ini, &neg), 0);
+	assert_int_equal(mpa_conn_init(&cr, c->resp, &p.neg), 0);
+	assert_true(ci.markers_tx && ci.markers_rx && cr.markers_tx && cr.markers_rx);
+	for (size_t i = 0; i < sizeof(pl); i++)
+		pl[i] = (uint8_t)(i * 13);
+	for (int dir = 0; dir < 2; dir++) {
+		struct mpa_conn *tx = dir ? &cr : &ci, *rx = dir ? &ci : &cr;
+		struct iovec v = {pl, sizeof(pl)};
+
+		for (int f = 0; f < 3; f++) {
+			mpa_tx_begin(b);
+			assert_int_equal(mpa_tx_fpdu(tx, b, hdr, 14, &v, 1), 0);
+			assert_int_equal(mpa_tx_flush(tx, b), 0);
+			struct iovec o = {got, sizeof(got)};
+			memset(got, 0, sizeof(got));
+			assert_int_equal(mpa_rx_begin(rx, h, 14), 14 + (int)sizeof(pl));
+			assert_memory_equal(h, hdr, 14);
+			assert_int_equal(mpa_rx_small(rx, &o, 1, sizeof(pl)), 0);
+			assert_memory_equal(got, pl, sizeof(pl));
+		}
+		assert_int_equal(rx->rx_off, tx->tx_off);
+	}
+	mpa_conn_fini(&ci);
+	mpa_conn_fini(&cr);
+	free(b);
+}
+
+/* uiwarp's RFC 7306 bit (reserved flag 0x01, mpa_wire.h): on/on -> both
+ * true, on/off and off/on -> false; the responder echoes it only when
+ * asked; a default Request's flags byte is unchanged (0x50). */
+static void test_rfc7306_bit(void **state)
+{
+	static const bool combos[4][2] = {
+	    {true, true}, {true, false}, {false, true}, {false, false}};
+
+	(void)state;
+	for (int k = 0; k < 4; k++) {
+		struct conn *c;
+		struct mpa_config cfg;
+		struct mpa_negotiated neg;
+		struct peer p;
+		void *st;
+
+		assert_int_equal(setup(&st), 0);
+		c = st;
+		mpa_config_default(&cfg);
+		cfg.rfc7306 = combos[k][0];
+		peer_init(&p, c);
+		p.cfg.rfc7306 = combos[k][1];
+		assert_int_equal(handshake(c, &cfg, 1, 1, NULL, 0, &p, NULL, &neg, NULL), 0);
+		assert_int_equal(p.req.rfc7306, combos[k][0]);
+		assert_int_equal(neg.rfc7306, combos[k][0] && combos[k][1]);
+		assert_int_equal(p.neg.rfc7306, combos[k][0] && combos[k][1]);
+		assert_mirror(&neg, &p.neg);
+		teardown(&st);
+	}
+}
+
+static void test_rfc7306_wire(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	struct mpa_negotiated neg;
+	uint8_t frame[64], got[64];
+	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
+	size_t n;
+
+	/* default: 0x50, and a reply with 0x01 does not turn it on */
+	mpa_config_default(&cfg);
+	assert_false(cfg.rfc7306);
+	cfg.timeout_ms = 2000;
+	n = build_frame(frame, MPA_KEY_REP, 0x51, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x50);
+	assert_false(neg.rfc7306);
+	/* on: 0x51 in the Request */
+	cfg.rfc7306 = true;
+	n = build_frame(frame, MPA_KEY_REP, 0x51, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x51);
+	assert_true(neg.rfc7306);
+	/* responder on, request without it: reply 0x50 */
+	n = build_frame(frame, MPA_KEY_REQ, 0x50, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_false(req.rfc7306);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x50);
+	assert_false(neg.rfc7306);
+	/* responder on, request with it: reply 0x51 */
+	n = build_frame(frame, MPA_KEY_REQ, 0x51, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_true(req.rfc7306);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x51);
+	assert_true(neg.rfc7306);
+	/* a reject never carries it */
+	assert_int_equal(mpa_send_reject(c->ini, &req, NULL, 0), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], MPA_FLAG_REJECT | MPA_FLAG_ENHANCED);
+}
+
+/* A Request in a revision above 2 gets a Reply rejecting it in revision 2
+ * (our highest), with no private data; revision 0 is just refused. A
+ * Reply in a revision above 2 is refused by our initiator. */
+static void test_rev_above_2(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	uint8_t frame[64], got[64];
+	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
+	size_t n;
+
+	for (uint8_t rev = 3; rev != 0; rev = rev == 3 ? 0xff : 0) {
+		n = build_frame(frame, MPA_KEY_REQ, 0x50, rev, word, 4);
+		assert_int_equal(raw_write(c->rfd, frame, n), 0);
+		assert_int_equal(mpa_recv_request(c->ini, 1000, &req), -EPROTO);
+		assert_int_equal(raw_read(c->rfd, got, 20), 0);
+		assert_memory_equal(got, MPA_KEY_REP, 16);
+		assert_int_equal(got[16], MPA_FLAG_REJECT);
+		assert_int_equal(got[17], 2);
+		assert_int_equal(got[18], 0);
+		assert_int_equal(got[19], 0);
+		teardown(state);
+		assert_int_equal(setup(state), 0);
+		c = *state;
+	}
+	n = build_frame(frame, MPA_KEY_REQ, 0x40, 0, NULL, 0);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), -EPROTO);
+	assert_true(raw_quiet(c->rfd, 50));
+
+	mpa_config_default(&cfg);
+	cfg.timeout_ms = 2000;
+	n = build_frame(frame, MPA_KEY_REP, 0x50, 3, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, NULL, NULL), -EPROTO);
+}
+
+/* A rev 1 Request (an old peer) is answered in rev 1, without the RFC 6581
+ * word even when we would do P2P, and with markers when asked and allowed. */
+static void test_rev1_request_markers(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	struct mpa_negotiated neg;
+	uint8_t frame[64], got[64];
+	size_t n;
+
+	mpa_config_default(&cfg);
+	cfg.markers = true;
+	n = build_frame(frame, MPA_KEY_REQ, MPA_FLAG_MARKERS, 1, "ab", 2);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_int_equal(req.rev, 1);
+	assert_int_equal(req.pd_len, 2);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 4, 4, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 20), 0);
+	assert_int_equal(got[16], MPA_FLAG_CRC);
+	assert_int_equal(got[17], 1);
+	assert_int_equal(got[19], 0);
+	assert_true(raw_quiet(c->rfd, 20));
+	assert_int_equal(neg.rev, 1);
+	assert_false(neg.p2p);
+	assert_true(neg.markers_tx);
+	assert_false(neg.markers_rx);
+	assert_true(neg.crc);
+}
+
+/* crc_required as responder: a Request without C gets a Reply with C, so
+ * CRC is on both ways (RFC 5044 §7.1: either side's C turns it on); no
+ * reject is needed or sent. */
+static void test_crc_required_responder(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	struct mpa_negotiated neg;
+	uint8_t frame[64], got[64];
+	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
+	size_t n;
+
+	mpa_config_default(&cfg);
+	cfg.crc = false;
+	cfg.crc_required = true;
+	n = build_frame(frame, MPA_KEY_REQ, MPA_FLAG_ENHANCED, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_false(req.crc);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_ENHANCED);
+	assert_true(neg.crc);
+}
+
+/* The responder's RTR choice for each offer (RFC 6581, interop notes §1.4):
+ * WRITE if offered, else READ, else SEND (the B bit in the IRD word), and
+ * none when none is offered; the reply always echoes A. */
+static void test_responder_rtr_choice(void **state)
+{
+	static const struct {
+		uint8_t ird_hi, ord_hi; /* offer bits in the request's words */
+		uint8_t rtr;		/* chosen */
+		uint8_t rep_ird_hi, rep_ord_hi;
+	} cases[] = {
+	    {0xc0, 0xc0, MPA_RTR_WRITE, 0x80, 0x80}, /* all three */
+	    {0xc0, 0x40, MPA_RTR_READ, 0x80, 0x40},  /* SEND | READ */
+	    {0xc0, 0x00, MPA_RTR_SEND, 0xc0, 0x00},  /* SEND only */
+	    {0x80, 0x00, 0, 0x80, 0x00},	     /* P2P, nothing offered */
+	    {0x00, 0xc0, 0, 0x00, 0x00},	     /* RTR bits without A: no P2P */
+	};
+
+	(void)state;
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct conn *c;
+		struct mpa_config cfg;
+		struct mpa_params req;
+		struct mpa_negotiated neg;
+		uint8_t frame[64], got[64];
+		uint8_t word[4] = {cases[k].ird_hi, 0x02, cases[k].ord_hi, 0x02};
+		size_t n;
+		void *st;
+
+		assert_int_equal(setup(&st), 0);
+		c = st;
+		mpa_config_default(&cfg);
+		n = build_frame(frame, MPA_KEY_REQ, 0x50, 2, word, 4);
+		assert_int_equal(raw_write(c->rfd, frame, n), 0);
+		assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+		assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 2, 2, NULL, 0, &neg), 0);
+		assert_int_equal(raw_read(c->rfd, got, 24), 0);
+		assert_int_equal(neg.rtr, cases[k].rtr);
+		assert_int_equal(got[20], cases[k].rep_ird_hi | 0x00);
+		assert_int_equal(got[22], cases[k].rep_ord_hi);
+		teardown(&st);
+	}
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -940,6 +1295,15 @@ int main(void)
 	    T(test_request_pd_length_limit),
 	    T(test_reserved_bits_ignored),
 	    T(test_bad_args),
+	    cmocka_unit_test(test_markers_negotiation),
+	    T(test_markers_wire),
+	    T(test_markers_after_handshake),
+	    cmocka_unit_test(test_rfc7306_bit),
+	    T(test_rfc7306_wire),
+	    T(test_rev_above_2),
+	    T(test_rev1_request_markers),
+	    T(test_crc_required_responder),
+	    cmocka_unit_test(test_responder_rtr_choice),
 	};
 #undef T
 
