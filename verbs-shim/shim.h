@@ -50,12 +50,27 @@ struct shim_channel {
 };
 
 struct shim_cq {
-	struct ibv_cq ibv;
+	union {
+		struct ibv_cq ibv;     /* what ibv_create_cq returns */
+		struct ibv_cq_ex ibvx; /* ibv_create_cq_ex: same leading layout */
+	};
 	struct uiw_cq *cq;
 	int users;		       /* QPs using it as send or recv CQ (atomic) */
 	uint32_t comp_events_reported; /* ibv_get_cq_event results; under ibv.mutex */
 	uint32_t async_events_reported;
 	bool overflow_reported;
+	/* Added by libibverbs for the ibv_cq_ex poll iterator (ibv_start_poll
+	 * .. ibv_end_poll): the completion being read; single reader per CQ, as
+	 * ibv_create_cq_ex(3) requires. */
+	struct uiw_wc cur;
+	uint64_t wc_flags; /* IBV_WC_EX_WITH_* asked for at creation */
+	/* Arming a CQ that still holds CQEs raises an event at once (what
+	 * RNIC/HCA hardware does, and what perftest -e relies on): the shim
+	 * takes one CQE out to learn that the CQ is not empty and hands it
+	 * back first on the next poll. Guarded by stash_lock. */
+	pthread_mutex_t stash_lock;
+	struct uiw_wc stash;
+	int stash_valid; /* atomic read outside the lock */
 };
 
 struct shim_qp;
@@ -63,8 +78,13 @@ struct shim_qp;
  * are forwarded here (after libibverbs has raised its async event). */
 typedef void (*shim_cm_event_fn)(struct shim_qp *qp, enum uiw_qp_event ev, void *cm_ctx);
 
+struct shim_wr_batch;
+
 struct shim_qp {
-	struct ibv_qp ibv;
+	union {
+		struct ibv_qp ibv;     /* what ibv_create_qp returns */
+		struct ibv_qp_ex ibvx; /* ibv_qp_to_qp_ex: qp_base is first */
+	};
 	struct uiw_qp *qp;
 	shim_cm_event_fn cm_event;
 	void *cm_ctx;
@@ -76,10 +96,17 @@ struct shim_qp {
 	int sq_sig_all;
 	uint32_t async_events_reported; /* under ibv.mutex */
 	struct shim_qp *num_next;	/* shim_qp_by_num hash chain */
+	uint64_t send_ops_flags;	/* IBV_QP_EX_WITH_*: ibv_wr_* API enabled if != 0 */
+	struct shim_wr_batch *batch;	/* ibv_wr_start .. ibv_wr_complete state */
 };
 
 struct shim_srq {
 	struct ibv_srq ibv;
+	/* Added by libibverbs (SRQ support). */
+	struct uiw_srq *srq;
+	int users; /* QPs using it (atomic); destroy is EBUSY while > 0 */
+	uint32_t max_wr, max_sge, srq_limit;
+	uint32_t async_events_reported; /* under ibv.mutex */
 };
 
 /* Exported by our libibverbs.so.1 (version node UIWARP_PRIVATE_1, not part of
@@ -114,6 +141,10 @@ static inline struct shim_cq *shim_cq(struct ibv_cq *c)
 static inline struct shim_qp *shim_qp(struct ibv_qp *q)
 {
 	return shim_container_of(q, struct shim_qp, ibv);
+}
+static inline struct shim_srq *shim_srq(struct ibv_srq *s)
+{
+	return shim_container_of(s, struct shim_srq, ibv);
 }
 
 #endif

@@ -22,13 +22,17 @@
 
 #include "verbs-shim/ibverbs/internal.h"
 
-/* Vendor identity. 0x756977 is "uiw" in ASCII, following siw's use of
- * 0x626d74 ("bmt"): it is above 0xffff, so it cannot collide with a PCI
- * vendor ID, and tools that key behaviour off vendor IDs (perftest's
- * ib_dev_name) treat it as unknown: they use plain ibv_post_send rather than
- * the mlx5/EFA ibv_wr_* paths, which is what this library implements. */
-#define SHIM_VENDOR_ID 0x756977
-#define SHIM_VENDOR_PART_ID 1
+/* Vendor identity: Chelsio (PCI vendor 0x1425) with a T6 part ID
+ * (0x6000: part_id >> 12 == 6), the iWARP adapter family uiwarp interoperates
+ * with (docs/verbs.md). perftest keys behaviour off these IDs (ib_dev_name()
+ * in perftest's perftest_parameters.c): Chelsio T4/T5/T6 is an iWARP device
+ * it knows, so it keeps the inline sizes it is given (-I; an unknown vendor
+ * gets "Device not recognized to implement inline feature") and still uses
+ * plain ibv_post_send (use_old_post_send: only mlx5, EFA and HNS get the
+ * ibv_wr_* / mlx5dv / efadv paths). UIWARP_VENDOR_ID and
+ * UIWARP_VENDOR_PART_ID override both (e.g. 0x756977 to look unknown). */
+#define SHIM_VENDOR_ID 0x1425
+#define SHIM_VENDOR_PART_ID 0x6000
 #define SHIM_HW_VER 1
 
 /* A stable, locally administered made-up MAC ("uiw" + 1) for hosts without a
@@ -197,6 +201,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_port = shim_op_query_port;
 	c->vctx.query_device_ex = shim_op_query_device_ex;
 	c->vctx.create_qp_ex = shim_op_create_qp_ex;
+	c->vctx.create_cq_ex = shim_op_create_cq_ex;
+	c->vctx.create_srq_ex = shim_op_create_srq_ex;
 
 	ctx = &c->vctx.context;
 	ctx->device = device;
@@ -244,6 +250,22 @@ int ibv_close_device(struct ibv_context *context)
 
 /* ------------------------------------------------------------- queries */
 
+/* $name as an unsigned number (0x.. allowed), or def if unset/invalid. */
+static uint32_t shim_env_u32(const char *name, uint32_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	n = strtoul(v, &end, 0);
+	if (errno || *end || n > UINT32_MAX)
+		return def;
+	return (uint32_t)n;
+}
+
 static void shim_fill_device_attr(struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -252,8 +274,8 @@ static void shim_fill_device_attr(struct ibv_device_attr *a)
 	a->sys_image_guid = a->node_guid;
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = ~(uint64_t)4095; /* any multiple of 4 KiB */
-	a->vendor_id = SHIM_VENDOR_ID;
-	a->vendor_part_id = SHIM_VENDOR_PART_ID;
+	a->vendor_id = shim_env_u32("UIWARP_VENDOR_ID", SHIM_VENDOR_ID);
+	a->vendor_part_id = shim_env_u32("UIWARP_VENDOR_PART_ID", SHIM_VENDOR_PART_ID);
 	a->hw_ver = SHIM_HW_VER;
 	a->max_qp = SHIM_MAX_QP;
 	a->max_qp_wr = UIW_MAX_QP_WR;
@@ -267,8 +289,15 @@ static void shim_fill_device_attr(struct ibv_device_attr *a)
 	a->max_qp_rd_atom = UIW_MAX_IRD;
 	a->max_qp_init_rd_atom = UIW_MAX_ORD;
 	a->max_res_rd_atom = UIW_MAX_IRD * SHIM_MAX_QP;
-	a->atomic_cap = IBV_ATOMIC_NONE;
-	a->max_srq = 0; /* no SRQ yet */
+	/* RFC 7306 atomics are global to the device (one engine, one STag
+	 * table); offered only when UIWARP_RFC7306=1, and each connection
+	 * uses them only if the peer agrees. */
+	a->atomic_cap = shim_rfc7306_offered() ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
+	if (shim_have_srq()) {
+		a->max_srq = SHIM_MAX_SRQ;
+		a->max_srq_wr = UIW_MAX_QP_WR;
+		a->max_srq_sge = UIW_MAX_SGE;
+	}
 	a->max_pkeys = 1;
 	a->phys_port_cnt = 1;
 }
@@ -535,6 +564,13 @@ static void shim_async_reported(const struct ibv_async_event *ev)
 		pthread_mutex_lock(&cq->ibv.mutex);
 		cq->async_events_reported++;
 		pthread_mutex_unlock(&cq->ibv.mutex);
+	} else if (ev->event_type == IBV_EVENT_SRQ_ERR ||
+		   ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+		struct shim_srq *srq = shim_srq(ev->element.srq);
+
+		pthread_mutex_lock(&srq->ibv.mutex);
+		srq->async_events_reported++;
+		pthread_mutex_unlock(&srq->ibv.mutex);
 	} else if (ev->element.qp && shim_async_obj(ev) == ev->element.qp) {
 		struct shim_qp *qp = shim_qp(ev->element.qp);
 
@@ -600,9 +636,17 @@ void ibv_ack_async_event(struct ibv_async_event *event)
 		return;
 	}
 	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+		return;
+	}
 	case IBV_EVENT_WQ_FATAL:
-		return; /* no SRQ or WQ objects exist */
+		return; /* no WQ objects exist */
 	default:
 		break;
 	}

@@ -21,6 +21,28 @@
 /* Largest message: 2^31 bytes, the InfiniBand/verbs max_msg_sz convention. */
 #define SHIM_MAX_MSG_SZ 0x80000000u
 
+/* Engine functions that arrive with the engine's SRQ and RFC 7306 work
+ * (rdmap/rdmap.h): weak references, so this library still links and loads
+ * against an engine without them and then reports EOPNOTSUPP / "not
+ * supported" for SRQs, immediate data and atomics. */
+#pragma weak uiw_srq_create
+#pragma weak uiw_srq_destroy
+#pragma weak uiw_srq_post_recv
+#pragma weak uiw_srq_count
+#pragma weak uiw_qp_caps
+#pragma weak uiw_rfc7306_enabled
+
+/* True if the engine has SRQs / offers RFC 7306 on new connections. */
+static inline bool shim_have_srq(void)
+{
+	return uiw_srq_create != NULL && uiw_srq_post_recv != NULL && uiw_srq_destroy != NULL;
+}
+static inline bool shim_rfc7306_offered(void)
+{
+	return uiw_rfc7306_enabled != NULL && uiw_qp_caps != NULL && uiw_rfc7306_enabled();
+}
+#define SHIM_MAX_SRQ 16384
+
 /* The one device. Returns it (initialised once, thread-safe). */
 struct ibv_device *shim_device(void);
 /* GID[0]: the MAC of the first non-loopback interface in bytes 0..5 (as
@@ -51,6 +73,16 @@ struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int shim_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 int shim_op_dealloc_mw(struct ibv_mw *mw);
 struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+struct ibv_cq_ex *shim_op_create_cq_ex(struct ibv_context *context,
+				       struct ibv_cq_init_attr_ex *attr);
+struct ibv_srq *shim_op_create_srq_ex(struct ibv_context *context,
+				      struct ibv_srq_init_attr_ex *attr);
+/* ibv_wr_* API (wr.c): installs the ibv_qp_ex ops on q; frees its state. */
+void shim_qp_ex_init(struct shim_qp *q);
+void shim_qp_ex_fini(struct shim_qp *q);
+/* One ibv_send_wr-like request into the engine's form (objects.c); shared
+ * with wr.c. */
+int shim_check_rfc7306(struct shim_qp *q);
 
 /* Sets errno to e and returns NULL: the verbs convention for failing
  * pointer-returning calls. */

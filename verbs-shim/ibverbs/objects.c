@@ -5,8 +5,10 @@
  * Sources: the rdma-core 44 man pages ibv_alloc_pd(3), ibv_reg_mr(3),
  * ibv_create_comp_channel(3), ibv_create_cq(3), ibv_get_cq_event(3),
  * ibv_poll_cq(3), ibv_req_notify_cq(3), ibv_create_qp(3), ibv_modify_qp(3),
- * ibv_query_qp(3), ibv_post_send(3), ibv_post_recv(3); RFC 5040 for what an
- * RNIC supports (no immediate data, no atomics, RC only).
+ * ibv_query_qp(3), ibv_post_send(3), ibv_post_recv(3), ibv_create_srq(3),
+ * ibv_post_srq_recv(3), ibv_create_cq_ex(3); RFC 5040 for what an RNIC
+ * supports (RC only), RFC 7306 for immediate data and atomics (only on
+ * connections that negotiated it).
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -371,6 +373,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 	c->ibv.channel = channel;
 	c->ibv.cq_context = cq_context;
 	c->ibv.cqe = cqe;
+	pthread_mutex_init(&c->stash_lock, NULL);
 	pthread_mutex_init(&c->ibv.mutex, NULL);
 	pthread_cond_init(&c->ibv.cond, NULL);
 	if (channel)
@@ -413,6 +416,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 
 	if (cq->channel)
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_destroy(&c->stash_lock);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(c);
@@ -429,6 +433,9 @@ static void shim_wc_from_uiw(struct ibv_wc *w, const struct uiw_wc *u)
 	if (u->flags & UIW_WC_WITH_INV) {
 		w->invalidated_rkey = u->invalidated_stag;
 		w->wc_flags = IBV_WC_WITH_INV;
+	} else if (u->flags & UIW_WC_WITH_IMM) {
+		w->imm_data = u->imm_data;
+		w->wc_flags = IBV_WC_WITH_IMM;
 	} else {
 		w->imm_data = 0;
 		w->wc_flags = 0;
@@ -452,6 +459,15 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -1;
+	if (num_entries > 0 && __atomic_load_n(&c->stash_valid, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&c->stash_lock);
+		if (c->stash_valid) {
+			shim_wc_from_uiw(&wc[0], &c->stash);
+			__atomic_store_n(&c->stash_valid, 0, __ATOMIC_RELEASE);
+			total = 1;
+		}
+		pthread_mutex_unlock(&c->stash_lock);
+	}
 	while (total < num_entries) {
 		int want = num_entries - total;
 		int got;
@@ -479,10 +495,25 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 /* ops.req_notify_cq (ibv_req_notify_cq(3)): arms the CQ; the next
  * (solicited, if solicited_only) completion queues one event on its
- * channel. Returns 0. */
+ * channel. If the CQ already holds completions, one event is queued at
+ * once, as hardware does when armed with unpolled CQEs (programs that
+ * poll a bounded batch after each event, like perftest -e, rely on it).
+ * Returns 0. */
 int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
-	return -uiw_cq_arm(shim_cq(cq)->cq, solicited_only != 0);
+	struct shim_cq *c = shim_cq(cq);
+	int ret = -uiw_cq_arm(c->cq, solicited_only != 0);
+
+	if (ret || !cq->channel || solicited_only)
+		return ret;
+	pthread_mutex_lock(&c->stash_lock);
+	if (!c->stash_valid && uiw_cq_poll(c->cq, 1, &c->stash) == 1)
+		__atomic_store_n(&c->stash_valid, 1, __ATOMIC_RELEASE);
+	if (c->stash_valid)
+		(void)send(shim_channel(cq->channel)->wfd, &cq, sizeof(cq),
+			   MSG_DONTWAIT | MSG_NOSIGNAL);
+	pthread_mutex_unlock(&c->stash_lock);
+	return 0;
 }
 
 /* -------------------------------------------------------------------- QP */
@@ -568,8 +599,8 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	/* An RNIC has only reliable connected QPs (RFC 5040). */
 	if (attr->qp_type != IBV_QPT_RC)
 		return shim_fail_null(EOPNOTSUPP);
-	if (attr->srq)
-		return shim_fail_null(EOPNOTSUPP);
+	if (attr->srq && (!shim_have_srq() || attr->srq->context != pd->context))
+		return shim_fail_null(attr->srq && shim_have_srq() ? EINVAL : EOPNOTSUPP);
 	if (!attr->send_cq || !attr->recv_cq || attr->send_cq->context != pd->context ||
 	    attr->recv_cq->context != pd->context)
 		return shim_fail_null(EINVAL);
@@ -583,6 +614,7 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	ua.pd = shim_pd(pd)->pd;
 	ua.send_cq = scq->cq;
 	ua.recv_cq = rcq->cq;
+	ua.srq = attr->srq ? shim_srq(attr->srq)->srq : NULL;
 	ua.max_send_wr = attr->cap.max_send_wr;
 	ua.max_recv_wr = attr->cap.max_recv_wr;
 	ua.max_send_sge = attr->cap.max_send_sge;
@@ -608,7 +640,15 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	q->ibv.pd = pd;
 	q->ibv.send_cq = attr->send_cq;
 	q->ibv.recv_cq = attr->recv_cq;
-	q->ibv.srq = NULL;
+	q->ibv.srq = attr->srq;
+	if (attr->srq) {
+		/* receives come from the SRQ: the QP's own RQ has no WRs */
+		q->cap.max_recv_wr = 0;
+		q->cap.max_recv_sge = 0;
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
+		shim_get(&shim_srq(attr->srq)->users);
+	}
 	q->ibv.qp_num = uiw_qp_num(q->qp);
 	q->ibv.handle = q->ibv.qp_num;
 	q->ibv.state = IBV_QPS_RESET; /* the engine's INIT is verbs' RESET until modified */
@@ -632,10 +672,20 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init
 	return shim_create_qp(pd, qp_init_attr);
 }
 
-/* verbs_context.create_qp_ex (ibv_create_qp_ex(3)): as ibv_create_qp; only
- * comp_mask IBV_QP_INIT_ATTR_PD (and CREATE_FLAGS with no flags) is
- * supported, else NULL with errno EOPNOTSUPP. No ibv_qp_ex work request
- * API. */
+/* The ibv_wr_* operations a QP can be created with (IBV_QP_EX_WITH_*):
+ * RC Send/Write/Read/Send-with-Invalidate, and the RFC 7306 ones (immediate
+ * data, atomics), which fail at post time on a connection without RFC 7306. */
+#define SHIM_QP_EX_OPS                                                                             \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |    \
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                                 \
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
+	 IBV_QP_EX_WITH_SEND_WITH_INV)
+
+/* verbs_context.create_qp_ex (ibv_create_qp_ex(3)): as ibv_create_qp, with
+ * comp_mask PD (required), CREATE_FLAGS (no flags) and SEND_OPS_FLAGS (the
+ * ibv_wr_* API, ibv_qp_to_qp_ex, for SHIM_QP_EX_OPS). Returns NULL with
+ * errno EINVAL (no PD, foreign PD), EOPNOTSUPP (other comp_mask bits:
+ * XRC, RSS, TSO, ...; unsupported send ops or create flags). */
 struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibv_qp_init_attr a;
@@ -644,9 +694,13 @@ struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_i
 	if (!attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
 	    attr->pd->context != context)
 		return shim_fail_null(EINVAL);
-	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS))
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		return shim_fail_null(EOPNOTSUPP);
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
+		return shim_fail_null(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & ~(uint64_t)SHIM_QP_EX_OPS))
 		return shim_fail_null(EOPNOTSUPP);
 	memset(&a, 0, sizeof(a));
 	a.qp_context = attr->qp_context;
@@ -657,8 +711,15 @@ struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_i
 	a.qp_type = attr->qp_type;
 	a.sq_sig_all = attr->sq_sig_all;
 	qp = shim_create_qp(attr->pd, &a);
-	if (qp)
-		attr->cap = a.cap;
+	if (!qp)
+		return NULL;
+	attr->cap = a.cap;
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		struct shim_qp *q = shim_qp(qp);
+
+		q->send_ops_flags = attr->send_ops_flags;
+		shim_qp_ex_init(q);
+	}
 	return qp;
 }
 
@@ -761,6 +822,9 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	shim_put(&shim_cq(qp->send_cq)->users);
 	shim_put(&shim_cq(qp->recv_cq)->users);
 	shim_put(&shim_pd(qp->pd)->users);
+	if (qp->srq)
+		shim_put(&shim_srq(qp->srq)->users);
+	shim_qp_ex_fini(q);
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
 	free(q);
@@ -771,11 +835,25 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 
 #define SHIM_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
 
-/* One ibv_send_wr → uiw_send_wr. Returns 0, EOPNOTSUPP (an IB opcode an
- * RNIC lacks: immediate data, atomics, local invalidate, MW bind, TSO) or
- * EINVAL (unknown opcode, flags). */
-static int shim_send_wr(struct uiw_send_wr *u, const struct ibv_send_wr *w)
+/* Whether q's connection negotiated RFC 7306 (immediate data, atomics).
+ * Returns 0 or EOPNOTSUPP. */
+int shim_check_rfc7306(struct shim_qp *q)
 {
+	if (uiw_qp_caps == NULL || !(uiw_qp_caps(q->qp) & UIW_CAP_RFC7306))
+		return EOPNOTSUPP;
+	return 0;
+}
+
+/* One ibv_send_wr → uiw_send_wr. Returns 0, EOPNOTSUPP (immediate data or
+ * atomics on a connection without RFC 7306; local invalidate, MW bind,
+ * TSO) or EINVAL (unknown opcode, flags). */
+static int shim_send_wr(struct shim_qp *q, struct uiw_send_wr *u, const struct ibv_send_wr *w)
+{
+	int ret;
+
+	u->imm_data = 0;
+	u->compare_add = 0;
+	u->swap = 0;
 	switch (w->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
@@ -794,9 +872,31 @@ static int shim_send_wr(struct uiw_send_wr *u, const struct ibv_send_wr *w)
 		u->invalidate_rkey = w->invalidate_rkey;
 		break;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		if ((ret = shim_check_rfc7306(q)))
+			return ret;
+		u->remote_addr = w->wr.rdma.remote_addr;
+		u->rkey = w->wr.rdma.rkey;
+		u->invalidate_rkey = 0;
+		u->imm_data = w->imm_data;
+		break;
 	case IBV_WR_SEND_WITH_IMM:
+		if ((ret = shim_check_rfc7306(q)))
+			return ret;
+		u->remote_addr = 0;
+		u->rkey = 0;
+		u->invalidate_rkey = 0;
+		u->imm_data = w->imm_data;
+		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		if ((ret = shim_check_rfc7306(q)))
+			return ret;
+		u->remote_addr = w->wr.atomic.remote_addr;
+		u->rkey = w->wr.atomic.rkey;
+		u->invalidate_rkey = 0;
+		u->compare_add = w->wr.atomic.compare_add;
+		u->swap = w->wr.atomic.swap;
+		break;
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_BIND_MW:
 	case IBV_WR_TSO:
@@ -815,7 +915,8 @@ static int shim_send_wr(struct uiw_send_wr *u, const struct ibv_send_wr *w)
 }
 
 /* ops.post_send (ibv_post_send(3)): posts the list wr (Send, Send with
- * Invalidate, RDMA Write, RDMA Read; RFC 5040 section 5) in chunks of
+ * Invalidate, RDMA Write, RDMA Read; RFC 5040 section 5; with RFC 7306:
+ * Write/Send with Immediate, Compare and Swap, Fetch and Add) in chunks of
  * SHIM_POST_CHUNK. Returns 0, or an errno with *bad_wr = the first WR not
  * posted: ENOMEM (send queue full), EINVAL (bad WR, QP state),
  * EOPNOTSUPP (opcode an RNIC lacks), ENOTCONN. */
@@ -829,7 +930,7 @@ int shim_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send
 		int n = 0, err = 0;
 
 		for (; wr && n < SHIM_POST_CHUNK; wr = wr->next) {
-			err = shim_send_wr(&u[n], wr);
+			err = shim_send_wr(q, &u[n], wr);
 			if (err)
 				break;
 			src[n++] = wr;
@@ -860,6 +961,11 @@ int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv
 	struct uiw_recv_wr u[SHIM_POST_CHUNK];
 	struct ibv_recv_wr *src[SHIM_POST_CHUNK];
 
+	if (qp->srq && wr) {
+		/* ibv_post_recv(3): a QP attached to an SRQ has no receive queue */
+		*bad_wr = wr;
+		return EINVAL;
+	}
 	while (wr) {
 		int n = 0, bad = 0, ret;
 
@@ -878,13 +984,304 @@ int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv
 	return 0;
 }
 
-/* ops.post_srq_recv (ibv_post_srq_recv(3)): no SRQs exist. Returns
- * EOPNOTSUPP with *bad_wr = wr. */
+/* ------------------------------------------------------------------- SRQ */
+
+/* ops.post_srq_recv (ibv_post_srq_recv(3)): posts the receive list wr on
+ * the SRQ in chunks. Returns 0, or an errno with *bad_wr = the first WR not
+ * posted: ENOMEM (SRQ full), EINVAL (too many SGEs). */
 int shim_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
-	(void)srq;
-	*bad_wr = wr;
-	return EOPNOTSUPP;
+	struct shim_srq *s = shim_srq(srq);
+	struct uiw_recv_wr u[SHIM_POST_CHUNK];
+	struct ibv_recv_wr *src[SHIM_POST_CHUNK];
+
+	while (wr) {
+		int n = 0, bad = 0, ret;
+
+		for (; wr && n < SHIM_POST_CHUNK; wr = wr->next) {
+			u[n].wr_id = wr->wr_id;
+			u[n].sg_list = (const struct uiw_sge *)wr->sg_list;
+			u[n].num_sge = wr->num_sge;
+			src[n++] = wr;
+		}
+		ret = uiw_srq_post_recv(s->srq, u, n, &bad);
+		if (ret) {
+			*bad_wr = src[(bad >= 0 && bad < n) ? bad : 0];
+			return -ret;
+		}
+	}
+	return 0;
+}
+
+/* ibv_create_srq(3): a shared receive queue on pd for at least
+ * attr.max_wr WRs (1..UIW_MAX_QP_WR) of up to attr.max_sge SGEs
+ * (1..UIW_MAX_SGE); the granted sizes are written back. srq_limit must be
+ * 0 (the limit event is not implemented). Returns NULL with errno EINVAL,
+ * ENOMEM, or EOPNOTSUPP (engine without SRQs; max_srq is then 0). */
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
+{
+	struct shim_srq *s;
+	uint32_t max_wr, max_sge;
+	int ret;
+
+	if (!pd || !srq_init_attr)
+		return shim_fail_null(EINVAL);
+	if (!shim_have_srq())
+		return shim_fail_null(EOPNOTSUPP);
+	max_wr = srq_init_attr->attr.max_wr;
+	max_sge = srq_init_attr->attr.max_sge;
+	if (max_wr < 1 || max_wr > UIW_MAX_QP_WR || max_sge > UIW_MAX_SGE)
+		return shim_fail_null(EINVAL);
+	if (srq_init_attr->attr.srq_limit)
+		return shim_fail_null(EINVAL);
+	if (max_sge < 1)
+		max_sge = 1;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_srq_create(shim_pd(pd)->pd, &max_wr, &max_sge, &s->srq);
+	if (ret) {
+		free(s);
+		return shim_fail_null(-ret);
+	}
+	s->max_wr = max_wr;
+	s->max_sge = max_sge;
+	srq_init_attr->attr.max_wr = max_wr;
+	srq_init_attr->attr.max_sge = max_sge;
+	s->ibv.context = pd->context;
+	s->ibv.srq_context = srq_init_attr->srq_context;
+	s->ibv.pd = pd;
+	s->ibv.handle = 0;
+	pthread_mutex_init(&s->ibv.mutex, NULL);
+	pthread_cond_init(&s->ibv.cond, NULL);
+	shim_get(&shim_pd(pd)->users);
+	return &s->ibv;
+}
+
+/* verbs_context.create_srq_ex (ibv_create_srq_ex(3)), reached for what
+ * the inline wrapper does not pass to ibv_create_srq: XRC and tag-matching
+ * SRQs, which iWARP lacks. NULL with errno EOPNOTSUPP. */
+struct ibv_srq *shim_op_create_srq_ex(struct ibv_context *context,
+				      struct ibv_srq_init_attr_ex *attr)
+{
+	(void)context;
+	(void)attr;
+	return shim_fail_null(EOPNOTSUPP);
+}
+
+/* ibv_modify_srq(3): IBV_SRQ_MAX_WR may not grow the SRQ (no resize:
+ * EOPNOTSUPP; a size it already has is accepted); IBV_SRQ_LIMIT with a
+ * non-zero limit is EOPNOTSUPP (no limit event), 0 is accepted. Returns 0,
+ * EINVAL (other mask bits), EOPNOTSUPP. */
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
+{
+	struct shim_srq *s;
+
+	if (!srq || !srq_attr)
+		return EINVAL;
+	s = shim_srq(srq);
+	if (srq_attr_mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return EINVAL;
+	if ((srq_attr_mask & IBV_SRQ_MAX_WR) && srq_attr->max_wr > s->max_wr)
+		return EOPNOTSUPP;
+	if ((srq_attr_mask & IBV_SRQ_LIMIT) && srq_attr->srq_limit)
+		return EOPNOTSUPP;
+	return 0;
+}
+
+/* ibv_query_srq(3): max_wr, max_sge as granted, srq_limit 0. Returns 0 or
+ * EINVAL. */
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
+{
+	struct shim_srq *s;
+
+	if (!srq || !srq_attr)
+		return EINVAL;
+	s = shim_srq(srq);
+	srq_attr->max_wr = s->max_wr;
+	srq_attr->max_sge = s->max_sge;
+	srq_attr->srq_limit = 0;
+	return 0;
+}
+
+/* ibv_destroy_srq(3): frees the SRQ (its posted WRs are dropped). Returns
+ * 0, EBUSY while QPs use it, EINVAL. */
+int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	struct shim_srq *s;
+	int ret;
+
+	if (!srq)
+		return EINVAL;
+	s = shim_srq(srq);
+	if (shim_busy(&s->users))
+		return EBUSY;
+	ret = uiw_srq_destroy(s->srq);
+	if (ret)
+		return -ret;
+	shim_async_purge(shim_ctx(srq->context), srq);
+	pthread_mutex_lock(&srq->mutex);
+	while (srq->events_completed != s->async_events_reported)
+		pthread_cond_wait(&srq->cond, &srq->mutex);
+	pthread_mutex_unlock(&srq->mutex);
+	shim_put(&shim_pd(srq->pd)->users);
+	pthread_cond_destroy(&srq->cond);
+	pthread_mutex_destroy(&srq->mutex);
+	free(s);
+	return 0;
+}
+
+/* ------------------------------------------------- CQ ex (poll iterator) */
+
+#define SHIM_CQ_EX_FLAGS                                                                           \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |                    \
+	 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                         \
+	 IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+static int shim_cqx_load(struct ibv_cq_ex *cqx)
+{
+	struct shim_cq *c = shim_container_of(cqx, struct shim_cq, ibvx);
+	bool got = false;
+
+	if (__atomic_load_n(&c->stash_valid, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&c->stash_lock);
+		if (c->stash_valid) {
+			c->cur = c->stash;
+			__atomic_store_n(&c->stash_valid, 0, __ATOMIC_RELEASE);
+			got = true;
+		}
+		pthread_mutex_unlock(&c->stash_lock);
+	}
+	if (!got && uiw_cq_poll(c->cq, 1, &c->cur) != 1)
+		return ENOENT;
+	cqx->wr_id = c->cur.wr_id;
+	cqx->status = (enum ibv_wc_status)c->cur.status;
+	return 0;
+}
+
+static struct shim_cq *shim_cqx(struct ibv_cq_ex *cqx)
+{
+	return shim_container_of(cqx, struct shim_cq, ibvx);
+}
+
+/* ibv_start_poll(3): attr->comp_mask must be 0. ENOENT when empty (then
+ * ibv_end_poll must not be called), EINVAL. */
+static int shim_cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	return shim_cqx_load(cqx);
+}
+
+static int shim_cqx_next_poll(struct ibv_cq_ex *cqx)
+{
+	return shim_cqx_load(cqx);
+}
+
+static void shim_cqx_end_poll(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+}
+
+static enum ibv_wc_opcode shim_cqx_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return (enum ibv_wc_opcode)shim_cqx(cqx)->cur.opcode;
+}
+
+static uint32_t shim_cqx_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return shim_cqx(cqx)->cur.vendor_err;
+}
+
+static uint32_t shim_cqx_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return shim_cqx(cqx)->cur.byte_len;
+}
+
+static __be32 shim_cqx_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	const struct uiw_wc *u = &shim_cqx(cqx)->cur;
+
+	if (u->flags & UIW_WC_WITH_INV)
+		return (__be32)u->invalidated_stag; /* the union's other member */
+	return (__be32)u->imm_data;
+}
+
+static uint32_t shim_cqx_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return shim_cqx(cqx)->cur.qp_num;
+}
+
+static uint32_t shim_cqx_read_zero32(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+	return 0;
+}
+
+static uint8_t shim_cqx_read_zero8(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+	return 0;
+}
+
+static unsigned int shim_cqx_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	const struct uiw_wc *u = &shim_cqx(cqx)->cur;
+	unsigned f = 0;
+
+	if (u->flags & UIW_WC_WITH_INV)
+		f |= IBV_WC_WITH_INV;
+	if (u->flags & UIW_WC_WITH_IMM)
+		f |= IBV_WC_WITH_IMM;
+	return f;
+}
+
+/* verbs_context.create_cq_ex (ibv_create_cq_ex(3)): a CQ read with the poll
+ * iterator (ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_*) or
+ * with ibv_poll_cq on ibv_cq_ex_to_cq. wc_flags may ask for byte_len, imm,
+ * qp_num, src_qp, slid, sl, dlid_path_bits (the IB-only ones read 0);
+ * timestamps, cvlan, flow tag and tag matching are EOPNOTSUPP, as are
+ * create flags and parent domains. Returns NULL with errno EINVAL (cqe out
+ * of range, bad channel / comp_vector), EOPNOTSUPP, ENOMEM. */
+struct ibv_cq_ex *shim_op_create_cq_ex(struct ibv_context *context,
+				       struct ibv_cq_init_attr_ex *attr)
+{
+	struct ibv_cq *cq;
+	struct shim_cq *c;
+	struct ibv_cq_ex *x;
+
+	if (!attr)
+		return shim_fail_null(EINVAL);
+	if (attr->wc_flags & ~(uint64_t)SHIM_CQ_EX_FLAGS)
+		return shim_fail_null(EOPNOTSUPP);
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		return shim_fail_null(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && attr->flags)
+		return shim_fail_null(EOPNOTSUPP);
+	if (attr->cqe > UIW_MAX_CQE)
+		return shim_fail_null(EINVAL);
+	cq = ibv_create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
+			   (int)attr->comp_vector);
+	if (!cq)
+		return NULL;
+	c = shim_cq(cq);
+	c->wc_flags = attr->wc_flags;
+	x = &c->ibvx;
+	x->comp_mask = 0;
+	x->start_poll = shim_cqx_start_poll;
+	x->next_poll = shim_cqx_next_poll;
+	x->end_poll = shim_cqx_end_poll;
+	x->read_opcode = shim_cqx_read_opcode;
+	x->read_vendor_err = shim_cqx_read_vendor_err;
+	x->read_byte_len = shim_cqx_read_byte_len;
+	x->read_imm_data = shim_cqx_read_imm_data;
+	x->read_qp_num = shim_cqx_read_qp_num;
+	x->read_src_qp = shim_cqx_read_zero32;
+	x->read_wc_flags = shim_cqx_read_wc_flags;
+	x->read_slid = shim_cqx_read_zero32;
+	x->read_sl = shim_cqx_read_zero8;
+	x->read_dlid_path_bits = shim_cqx_read_zero8;
+	return x;
 }
 
 /* ops.alloc_mw / bind_mw / dealloc_mw (ibv_alloc_mw(3), ibv_bind_mw(3)):

@@ -88,41 +88,6 @@ int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr 
 	return EOPNOTSUPP;
 }
 
-/* ------------------------------------------------------------------- SRQ */
-
-/* ibv_create_srq(3): not implemented yet (max_srq is 0). NULL, errno
- * EOPNOTSUPP. */
-struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
-{
-	(void)pd;
-	(void)srq_init_attr;
-	return shim_fail_null(EOPNOTSUPP);
-}
-
-/* ibv_modify_srq(3): EOPNOTSUPP. */
-int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
-{
-	(void)srq;
-	(void)srq_attr;
-	(void)srq_attr_mask;
-	return EOPNOTSUPP;
-}
-
-/* ibv_query_srq(3): EOPNOTSUPP. */
-int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
-{
-	(void)srq;
-	(void)srq_attr;
-	return EOPNOTSUPP;
-}
-
-/* ibv_destroy_srq(3): EOPNOTSUPP. */
-int ibv_destroy_srq(struct ibv_srq *srq)
-{
-	(void)srq;
-	return EOPNOTSUPP;
-}
-
 /* -------------------------------------------------------- MR extensions */
 
 /* ibv_rereg_mr(3): not implemented; returns EOPNOTSUPP (errno too). */
@@ -202,14 +167,6 @@ void ibv_unimport_dm(struct ibv_dm *dm)
 }
 
 /* ------------------------------------------------------------ QP extras */
-
-/* ibv_qp_to_qp_ex (IBVERBS_1.6): no QP is created with the ibv_qp_ex work
- * request API. NULL, errno EOPNOTSUPP. */
-struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	return shim_fail_null(EOPNOTSUPP);
-}
 
 /* ibv_query_ece(3) / ibv_set_ece(3): enhanced connection establishment is
  * an IB/RoCE CM feature. EOPNOTSUPP. */

@@ -998,7 +998,20 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_
 	ia.cap = attr->cap;
 	ia.qp_type = IBV_QPT_RC;
 	ia.sq_sig_all = attr->sq_sig_all;
-	qp = ibv_create_qp(pd, &ia);
+	if (attr->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
+		/* send_ops_flags (the ibv_wr_* API), create flags, or
+		 * something iWARP lacks: let ibv_create_qp_ex decide */
+		struct ibv_qp_init_attr_ex ex = *attr;
+
+		ex.comp_mask |= IBV_QP_INIT_ATTR_PD;
+		ex.pd = pd;
+		ex.qp_type = IBV_QPT_RC;
+		qp = ibv_create_qp_ex(pd->context, &ex);
+		if (qp)
+			ia.cap = ex.cap;
+	} else {
+		qp = ibv_create_qp(pd, &ia);
+	}
 	if (!qp)
 		goto err_cq;
 	memset(&qa, 0, sizeof(qa));
@@ -1170,13 +1183,18 @@ static void *connect_worker(void *arg)
 	struct cm_event *e;
 	int ret;
 
+	/* The QP as it was when rdma_connect returned: the application may
+	 * destroy it (clearing id->conn_qp) while the connect runs. */
+	struct ibv_qp *qp = id->conn_qp;
+	uint32_t qpn = qp->qp_num;
+
 	memcpy(&src, &id->id.route.addr.src_storage, sizeof(src));
 	if (!id->explicit_port)
 		addr_set_port((struct sockaddr *)&src, 0);
 	if (!info)
 		ret = -ENOMEM;
 	else
-		ret = uiw_connect(shim_qp(id->conn_qp)->qp, (struct sockaddr *)&src,
+		ret = uiw_connect(shim_qp(qp)->qp, (struct sockaddr *)&src,
 				  &id->id.route.addr.dst_addr, &id->param, -1, info, &rejected);
 	if (!ret) {
 		e = event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
@@ -1184,7 +1202,7 @@ static void *connect_worker(void *arg)
 			event_set_pdata(e, info->private_data, info->private_data_len);
 			e->ev.param.conn.responder_resources = info->responder_resources;
 			e->ev.param.conn.initiator_depth = info->initiator_depth;
-			e->ev.param.conn.qp_num = id->conn_qp->qp_num;
+			e->ev.param.conn.qp_num = qpn;
 		}
 		established(id, e);
 	} else {
@@ -1468,19 +1486,21 @@ static void *accept_worker(void *arg)
 	struct cm_id *id = arg;
 	struct uiw_conn_req *req;
 	struct cm_event *e;
+	struct ibv_qp *qp = id->conn_qp; /* see connect_worker */
+	uint32_t qpn = qp->qp_num;
 	int ret;
 
 	pthread_mutex_lock(&cm_lock);
 	req = id->req;
 	id->req = NULL;
 	pthread_mutex_unlock(&cm_lock);
-	ret = uiw_accept(req, shim_qp(id->conn_qp)->qp, &id->param, -1);
+	ret = uiw_accept(req, shim_qp(qp)->qp, &id->param, -1);
 	if (!ret) {
 		e = event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
 		if (e) {
 			e->ev.param.conn.responder_resources = id->param.responder_resources;
 			e->ev.param.conn.initiator_depth = id->param.initiator_depth;
-			e->ev.param.conn.qp_num = id->conn_qp->qp_num;
+			e->ev.param.conn.qp_num = qpn;
 		}
 		established(id, e);
 	} else {

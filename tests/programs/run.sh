@@ -1,0 +1,277 @@
+#!/bin/bash
+# run.sh UIWARP_RUN MODE CASE: runs one unmodified rdma-core program case
+# (tests/programs/CMakeLists.txt lists them) over uiwarp, either on
+# loopback (MODE lo: 127.0.0.1) or between two network namespaces joined by
+# a veth pair (MODE ns: server 198.51.100.1, client 198.51.100.2; needs
+# root, else exit 77). Passes when server and client exit 0 and the
+# client's output matches the case's pattern (the program's own data check
+# or result line). "refuse" cases pass when the program fails cleanly: a
+# non-zero exit that is neither a signal nor a timeout. A missing program
+# skips (77). Every wait is bounded (timeout(1)); namespaces are named
+# uiwv-* and deleted on exit. UIWV_LOG_DIR, if set, keeps the outputs.
+set -u
+run=$1
+mode=$2
+case_name=$3
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/programs/lib.sh
+. "$here/lib.sh"
+uiwv_init "$case_name-$mode"
+
+kind=pair # pair | single | refuse
+server_env=""
+client_env=""
+pattern=""
+server_pattern=""
+kill_server=0 # servers that never exit on their own (qperf, cmtime)
+ssecs=40 # bounded: a hung case costs at most this (the suite runs serially)
+csecs=20
+need=""
+
+# --------------------------------------------------------------- cases
+pt() { # perftest: pt PROGRAM ARGS... (same args both ends; -R always)
+	need=$1
+	server="$1 -R -F -p @PORT@ ${*:2}"
+	client="$1 -R -F -p @PORT@ ${*:2} @ADDR@"
+}
+case "$case_name" in
+# perftest -R (rdma_cm); the pattern is the result line "<size> <iters>"
+write_bw) pt ib_write_bw -n 200 -s 65536; pattern='^ 65536 +200 ' ;;
+read_bw) pt ib_read_bw -n 200 -s 65536; pattern='^ 65536 +200 ' ;;
+send_bw) pt ib_send_bw -n 200 -s 65536; pattern='^ 65536 +200 ' ;;
+write_lat) pt ib_write_lat -n 200 -s 8; pattern='^ 8 +200 ' ;;
+read_lat) pt ib_read_lat -n 200 -s 8; pattern='^ 8 +200 ' ;;
+send_lat) pt ib_send_lat -n 200 -s 8; pattern='^ 8 +200 ' ;;
+write_bw_all) csecs=40
+	pt ib_write_bw -a -n 5; pattern='^ 8388608 +5 ' ;;
+send_bw_all) csecs=40
+	pt ib_send_bw -a -n 5; pattern='^ 8388608 +5 ' ;;
+read_bw_all) csecs=40
+	pt ib_read_bw -a -n 5; pattern='^ 8388608 +5 ' ;;
+write_bw_dur) pt ib_write_bw -D 1 -s 65536; pattern='^ 65536 +[0-9]+ ' ;;
+write_bw_qps) pt ib_write_bw -q 4 -n 200 -s 16384; pattern='^ 16384 +800 ' ;;
+send_bw_srq) pt ib_send_bw --use-srq -n 200 -s 4096; pattern='^ 4096 +200 ' ;;
+send_lat_event) pt ib_send_lat -e -n 200 -s 64; pattern='^ 64 +200 ' ;;
+send_bw_event) pt ib_send_bw -e -n 200 -s 4096; pattern='^ 4096 +200 ' ;;
+write_lat_inline) pt ib_write_lat -I 64 -n 200 -s 32; pattern='^ 32 +200 ' ;;
+send_lat_inline) pt ib_send_lat -I 64 -n 200 -s 32; pattern='^ 32 +200 ' ;;
+write_bw_bidir) pt ib_write_bw -b -n 200 -s 65536; pattern='^ 65536 +200 ' ;;
+send_bw_bidir) pt ib_send_bw -b -n 200 -s 65536; pattern='^ 65536 +200 ' ;;
+atomic_bw)
+	pt ib_atomic_bw -n 200
+	server_env="UIWARP_RFC7306=1"
+	client_env="UIWARP_RFC7306=1"
+	pattern='^ 8 +200 '
+	;;
+atomic_lat)
+	pt ib_atomic_lat -n 200
+	server_env="UIWARP_RFC7306=1"
+	client_env="UIWARP_RFC7306=1"
+	pattern='^ 8 +200 '
+	;;
+atomic_refused) # one end without RFC 7306: the posts fail, cleanly
+	pt ib_atomic_bw -n 50
+	server_env="UIWARP_RFC7306=1"
+	kind=refuse
+	;;
+# qperf -cm1 (the server forks per request and never exits)
+qperf_*)
+	need=qperf
+	t=${case_name#qperf_}
+	server="qperf -lp @PORT@"
+	client="qperf -cm1 -lp @PORT@ -t 1 @ADDR@ $t"
+	kill_server=1
+	case $t in
+	rc_rdma_write_bw | rc_rdma_write_lat | rc_compare_swap_mr | rc_fetch_add_mr)
+		# Write with Immediate and atomics: RFC 7306 on both ends
+		server_env="UIWARP_RFC7306=1"
+		client_env="UIWARP_RFC7306=1"
+		;;
+	esac
+	case $t in
+	*bw) pattern='bw += +[0-9.]+ [KMG]B/sec' ;;
+	*lat) pattern='latency += +[0-9.]+ [mun]?s' ;;
+	*_mr) pattern='msg_rate += +[0-9.]+ [KM]?/sec' ;;
+	esac
+	;;
+# rdmacm-utils
+rping)
+	need=rping
+	server="rping -s -a @ADDR@ -p @PORT@ -C 10 -v"
+	client="rping -c -a @ADDR@ -p @PORT@ -C 10 -v -S 64"
+	pattern='^ping data: rdma-ping-9: '
+	;;
+rping_q)
+	need=rping
+	server="rping -s -q -a @ADDR@ -p @PORT@ -C 5 -v -S 100"
+	client="rping -c -q -a @ADDR@ -p @PORT@ -C 5 -v -S 100"
+	pattern='^ping data: rdma-ping-4: '
+	;;
+ucmatose)
+	need=ucmatose
+	server="ucmatose -p @PORT@ -c 2 -C 10"
+	client="ucmatose -s @ADDR@ -p @PORT@ -c 2 -C 10"
+	pattern='return status 0'
+	server_pattern='return status 0'
+	;;
+ucmatose_m)
+	need=ucmatose
+	server="ucmatose -p @PORT@ -c 2 -m"
+	client="ucmatose -s @ADDR@ -p @PORT@ -c 2 -m"
+	pattern='migrating to new event channel'
+	server_pattern='return status 0'
+	;;
+rdma_server)
+	need=rdma_server
+	server="rdma_server -p @PORT@"
+	client="rdma_client -s @ADDR@ -p @PORT@"
+	pattern='rdma_client: end 0'
+	server_pattern='rdma_server: end 0'
+	;;
+cmtime)
+	need=cmtime
+	server="cmtime -b @ADDR@ -p @PORT@"
+	client="cmtime -s @ADDR@ -p @PORT@ -c 20"
+	pattern='^destroying id'
+	kill_server=1
+	;;
+udaddy_refused) # UD: not an iWARP QP type; fails with the adapter's error
+	need=udaddy
+	server="udaddy -p @PORT@"
+	client="udaddy -s @ADDR@ -p @PORT@"
+	kind=refuse
+	;;
+# ibverbs-utils (one process)
+ibv_devices)
+	need=ibv_devices
+	kind=single
+	client="ibv_devices"
+	pattern='uiw0[[:space:]]+[0-9a-f]{16}'
+	;;
+ibv_devinfo)
+	need=ibv_devinfo
+	kind=single
+	client="ibv_devinfo -v"
+	pattern='vendor_id:.*0x1425'
+	;;
+ud_pingpong_refused)
+	need=ibv_ud_pingpong
+	kind=single_refuse
+	client="ibv_ud_pingpong -d uiw0"
+	;;
+# fio's rdma engine (rdma_cm ports): the server is the rw=read job
+fio_write | fio_read | fio_send)
+	need=fio
+	ssecs=20
+	csecs=12
+	verb=${case_name#fio_}
+	server="fio --name=srv --ioengine=rdma --port=@PORT@ --bs=64k --size=32m --rw=read --iodepth=16"
+	client="fio --name=cli --ioengine=rdma --hostname=@ADDR@ --port=@PORT@ --verb=$verb --bs=64k --size=32m --rw=write --iodepth=16"
+	pattern='err= 0'
+	server_pattern='err= 0'
+	;;
+*)
+	uiwv_fail "unknown case $case_name"
+	;;
+esac
+
+command -v "$need" >/dev/null 2>&1 || uiwv_skip "$need is not installed"
+
+# ------------------------------------------------------------- placement
+if [ "$mode" = ns ]; then
+	uiwv_ns_pair
+	srv_addr=$UIWV_ADDR_A
+	in_srv=(ip netns exec "$UIWV_NS_A")
+	in_cli=(ip netns exec "$UIWV_NS_B")
+elif [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
+	# loopback inside a private namespace: no port clashes, no leftovers
+	uiwv_ns_lo
+	srv_addr=127.0.0.1
+	in_srv=(ip netns exec "$UIWV_NS_L")
+	in_cli=(ip netns exec "$UIWV_NS_L")
+else
+	srv_addr=127.0.0.1
+	in_srv=()
+	in_cli=()
+fi
+port=$(uiwv_port)
+server=${server:-}
+server=${server//@PORT@/$port}
+server=${server//@ADDR@/$srv_addr}
+client=${client//@PORT@/$port}
+client=${client//@ADDR@/$srv_addr}
+
+# env VAR=... uiwarp-run PROG: word splitting of the commands is on purpose
+# shellcheck disable=SC2206
+scmd=(env $server_env "$run" $server)
+# shellcheck disable=SC2206
+ccmd=(env $client_env "$run" $client)
+
+if [ "$kind" = single ] || [ "$kind" = single_refuse ]; then
+	uiwv_log "client: ${ccmd[*]}"
+	timeout -k 3 "$csecs" "${in_cli[@]}" "${ccmd[@]}" >"$UIWV_TMP/client" 2>&1
+	crc=$?
+	cat "$UIWV_TMP/client"
+	if [ "$kind" = single_refuse ]; then
+		uiwv_clean_fail "$crc" || uiwv_fail "expected a clean failure, exit $crc"
+		uiwv_pass
+	fi
+	[ "$crc" = 0 ] || uiwv_fail "exit $crc"
+	grep -Eq "$pattern" "$UIWV_TMP/client" || uiwv_fail "output lacks /$pattern/"
+	uiwv_pass
+fi
+
+uiwv_log "server: ${scmd[*]}"
+timeout -k 3 "$ssecs" "${in_srv[@]}" "${scmd[@]}" >"$UIWV_TMP/server" 2>&1 &
+spid=$!
+UIWV_PIDS+=("$spid")
+if ! uiwv_wait_listen "${in_srv[*]}" "$port" 10 "$spid"; then
+	cat "$UIWV_TMP/server"
+	if [ "$kind" = refuse ] && ! kill -0 "$spid" 2>/dev/null; then
+		wait "$spid"
+		src=$?
+		uiwv_clean_fail "$src" && uiwv_pass
+		uiwv_fail "server exit $src: not a clean failure"
+	fi
+	uiwv_fail "server did not listen on $port"
+fi
+uiwv_log "client: ${ccmd[*]}"
+timeout -k 3 "$csecs" "${in_cli[@]}" "${ccmd[@]}" >"$UIWV_TMP/client" 2>&1
+crc=$?
+if [ "$kill_server" = 1 ]; then
+	kill -TERM "$spid" 2>/dev/null
+fi
+uiwv_wait_pid "$spid" 20
+src=$?
+echo "--- client (exit $crc)"
+cat "$UIWV_TMP/client"
+echo "--- server (exit $src)"
+cat "$UIWV_TMP/server"
+if [ -n "${UIWV_LOG_DIR:-}" ]; then
+	mkdir -p "$UIWV_LOG_DIR"
+	cp "$UIWV_TMP/client" "$UIWV_LOG_DIR/$case_name-$mode.client"
+	cp "$UIWV_TMP/server" "$UIWV_LOG_DIR/$case_name-$mode.server"
+fi
+
+if [ "$kind" = refuse ]; then
+	# a clean failure: some end exits 1..123 (not 124 timeout, not >= 128
+	# signal), neither end crashes
+	for rc in "$crc" "$src"; do
+		[ "$rc" = 0 ] || uiwv_clean_fail "$rc" || [ "$kill_server" = 1 ] ||
+			uiwv_fail "expected a clean failure, got exit $rc"
+	done
+	[ "$crc" != 0 ] || [ "$src" != 0 ] || uiwv_fail "expected a failure, both ends succeeded"
+	uiwv_pass
+fi
+[ "$crc" = 0 ] || uiwv_fail "client exit $crc"
+if [ "$kill_server" = 0 ]; then
+	[ "$src" = 0 ] || uiwv_fail "server exit $src"
+fi
+grep -Eq "$pattern" "$UIWV_TMP/client" || uiwv_fail "client output lacks /$pattern/"
+if grep -Eq 'failed|Couldn.t|error' "$UIWV_TMP/client" && [ "$need" = qperf ]; then
+	uiwv_fail "qperf reported a failure"
+fi
+if [ -n "$server_pattern" ]; then
+	grep -Eq "$server_pattern" "$UIWV_TMP/server" || uiwv_fail "server output lacks /$server_pattern/"
+fi
+uiwv_pass
