@@ -84,7 +84,7 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_ne
 	qp->ird = neg->ird > UIW_MAX_IRD ? UIW_MAX_IRD : neg->ird;
 	qp->ord = neg->ord > UIW_MAX_ORD ? UIW_MAX_ORD : neg->ord;
 	qp->tx_gate_open = neg->initiator;
-	qp->rx_seen_first = false;
+	qp->rx_seen_first = qp->rx_ended = false;
 	qp->terminated = qp->disconnected_reported = false;
 	pthread_mutex_unlock(&qp->lock);
 	return 0;
@@ -437,7 +437,7 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	/* RFC 6581 §4: established once the initiator's RTR has arrived */
 	uint64_t end = now_ms() + (uint64_t)(timeout_ms >= 0 ? timeout_ms : cfg->mpa.timeout_ms);
 	pthread_mutex_lock(&qp->lock);
-	while (!qp->rx_seen_first) {
+	while (!qp->rx_seen_first && !qp->rx_ended) {
 		uint64_t now = now_ms();
 		if (now >= end)
 			break;
@@ -451,12 +451,13 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 		}
 		pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
 	}
-	bool ok = qp->rx_seen_first && qp->state == UIW_QPS_RTS;
+	/* The RTR arrived: the connection was established, even if the peer
+	 * has closed it again since (its DISCONNECTED event follows). */
 	bool seen = qp->rx_seen_first;
 	pthread_mutex_unlock(&qp->lock);
-	if (!ok) {
+	if (!seen) {
 		uiw_qp_modify(qp, UIW_QPS_ERR);
-		return seen ? -ECONNRESET : -ETIMEDOUT;
+		return -ETIMEDOUT;
 	}
 	return 0;
 fail:

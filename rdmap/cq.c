@@ -56,7 +56,13 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	int k = 0;
 	pthread_mutex_lock(&cq->lock);
 	while (k < n && cq->count) {
-		wc[k++] = cq->ring[cq->head];
+		struct uiw_wc *e = &cq->ring[cq->head];
+		/* send-queue slots come free when their completion is polled;
+		 * under the CQ lock, so a QP being destroyed (which purges its
+		 * CQEs under the same lock) is never touched after */
+		if (e->sq_credits)
+			atomic_fetch_add(&e->qp_int->sq_polled, e->sq_credits);
+		wc[k++] = *e;
 		cq->head = cq->head + 1 == cq->size ? 0 : cq->head + 1;
 		cq->count--;
 	}
@@ -67,9 +73,15 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);
-	cq->armed = true;
+	/* Armed while completions wait to be polled: notify now, as hardware
+	 * does (its consumer index lags the producer), so a consumer that
+	 * polls a bounded batch per event never sleeps on a full CQ. */
+	bool fire = !solicited_only && cq->count > 0 && cq->fn;
+	cq->armed = !fire;
 	cq->solicited_only = solicited_only;
 	pthread_mutex_unlock(&cq->lock);
+	if (fire)
+		cq->fn(cq, cq->ctx);
 	return 0;
 }
 
@@ -104,4 +116,19 @@ bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited)
 	if (fire)
 		cq->fn(cq, cq->ctx);
 	return true;
+}
+
+void uiw_cq_purge_qp(struct uiw_cq *cq, struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&cq->lock);
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < cq->count; i++) {
+		uint32_t from = (cq->head + i) % cq->size;
+		if (cq->ring[from].qp_int == qp)
+			continue;
+		cq->ring[(cq->head + kept) % cq->size] = cq->ring[from];
+		kept++;
+	}
+	cq->count = kept;
+	pthread_mutex_unlock(&cq->lock);
 }

@@ -62,6 +62,9 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 
 /* Adds a CQE. Returns false when the CQ is full (overflow recorded). */
 bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited);
+/* Drops the send CQEs of qp still queued in cq (the QP is being destroyed:
+ * nothing may point at it any more). */
+void uiw_cq_purge_qp(struct uiw_cq *cq, struct uiw_qp *qp);
 /* Counts QPs using a CQ (uiw_cq_destroy refuses while > 0). */
 void uiw_cq_use(struct uiw_cq *cq, int delta);
 
@@ -138,14 +141,17 @@ struct uiw_qp {
 	enum uiw_qp_state state;
 	bool connected, closing, tx_gate_open, rx_seen_first, tx_stop;
 	bool terminated, disconnected_reported;
-	bool tx_kick; /* work queued for whoever holds tx_lock */
-	bool tx_wake; /* work for the tx thread (Read Responses, unstalled SQ) */
+	bool rx_ended; /* the receive thread has finished */
+	bool tx_kick;  /* work queued for whoever holds tx_lock */
+	bool tx_wake;  /* work for the tx thread (Read Responses, unstalled SQ) */
 	uiw_qp_event_fn ev_fn;
 	void *ev_ctx;
 
 	/* send queue ring: [sq_head, sq_next) sent but not retired, [sq_next, sq_tail) queued */
 	struct sq_wqe *sq;
 	uint32_t sq_size, sq_head, sq_next, sq_tail;
+	uint32_t sq_uncredited; /* retired WQEs no send CQE has covered yet */
+	atomic_uint sq_polled;	/* WQEs whose completion has been polled */
 	/* receive queue ring */
 	struct rq_wqe *rq;
 	uint32_t rq_size, rq_head, rq_tail;

@@ -148,7 +148,8 @@ static enum uiw_wc_opcode wc_opcode_of(enum uiw_wr_opcode op)
 	}
 }
 
-static void push_send_cqe(struct uiw_qp *qp, const struct sq_wqe *w)
+/* Pushes a send CQE that frees credits send-queue slots when polled. */
+static void push_send_cqe(struct uiw_qp *qp, const struct sq_wqe *w, uint32_t credits)
 {
 	struct uiw_wc wc = {
 	    .wr_id = w->wr.wr_id,
@@ -157,8 +158,23 @@ static void push_send_cqe(struct uiw_qp *qp, const struct sq_wqe *w)
 	    .byte_len = (uint32_t)w->len,
 	    .qp_num = qp->qpn,
 	    .qp_ctx = qp->ctx,
+	    .qp_int = qp,
+	    .sq_credits = credits,
 	};
-	uiw_cq_push(qp->scq, &wc, false);
+	if (!uiw_cq_push(qp->scq, &wc, false) && credits)
+		/* a lost CQE (CQ overflow) must not leave its slots taken */
+		atomic_fetch_add(&qp->sq_polled, credits);
+}
+
+/* Retires the WQE at sq_head (its CQE if signaled or failed). */
+static void sq_retire(struct uiw_qp *qp, struct sq_wqe *w)
+{
+	qp->sq_uncredited++;
+	if (w->signaled || w->status != UIW_WC_SUCCESS) {
+		push_send_cqe(qp, w, qp->sq_uncredited);
+		qp->sq_uncredited = 0;
+	}
+	qp->sq_head++;
 }
 
 void uiw_sq_reap(struct uiw_qp *qp)
@@ -168,9 +184,7 @@ void uiw_sq_reap(struct uiw_qp *qp)
 		struct sq_wqe *w = &qp->sq[qp->sq_head & mask];
 		if (w->st != WQE_DONE)
 			break;
-		if (w->signaled || w->status != UIW_WC_SUCCESS)
-			push_send_cqe(qp, w);
-		qp->sq_head++;
+		sq_retire(qp, w);
 	}
 }
 
@@ -184,9 +198,7 @@ void uiw_qp_flush_locked(struct uiw_qp *qp)
 		if (w->st != WQE_DONE)
 			w->status = UIW_WC_WR_FLUSH_ERR;
 		w->st = WQE_DONE;
-		if (w->signaled || w->status != UIW_WC_SUCCESS)
-			push_send_cqe(qp, w);
-		qp->sq_head++;
+		sq_retire(qp, w);
 	}
 	qp->sq_next = qp->sq_tail = qp->sq_head;
 	if (qp->rx_send_active) {
@@ -264,6 +276,7 @@ int uiw_qp_destroy(struct uiw_qp *qp)
 		qp->irq_head++;
 	}
 	pthread_mutex_unlock(&qp->lock);
+	uiw_cq_purge_qp(qp->scq, qp);
 	uiw_cq_use(qp->scq, -1);
 	uiw_cq_use(qp->rcq, -1);
 	if (qp->srq)
@@ -318,8 +331,10 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 		qp->state = UIW_QPS_RESET;
 		qp->closing = qp->terminated = qp->disconnected_reported = false;
 		qp->term = (struct uiw_term_info){0};
-		qp->tx_gate_open = qp->rx_seen_first = qp->tx_stop = false;
+		qp->tx_gate_open = qp->rx_seen_first = qp->rx_ended = qp->tx_stop = false;
 		qp->sq_head = qp->sq_next = qp->sq_tail = 0;
+		qp->sq_uncredited = 0;
+		atomic_store(&qp->sq_polled, 0);
 		qp->rq_head = qp->rq_tail = 0;
 		qp->orq_head = qp->orq_tail = qp->irq_head = qp->irq_tail = 0;
 		pthread_mutex_unlock(&qp->lock);
@@ -448,7 +463,7 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 		/* verbs: WRs posted in ERR complete with a flush error */
 		for (; i < n; i++) {
 			struct sq_wqe w = {.wr = wr[i], .status = UIW_WC_WR_FLUSH_ERR};
-			push_send_cqe(qp, &w);
+			push_send_cqe(qp, &w, 0);
 		}
 		pthread_mutex_unlock(&qp->lock);
 		return 0;
@@ -459,7 +474,8 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 		return -EINVAL;
 	}
 	for (; i < n; i++) {
-		if (qp->sq_tail - qp->sq_head >= qp->sq_size) {
+		/* a slot is free once its completion has been polled (verbs) */
+		if (qp->sq_tail - atomic_load(&qp->sq_polled) >= qp->sq_size) {
 			rc = -ENOMEM;
 			break;
 		}

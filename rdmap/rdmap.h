@@ -107,6 +107,11 @@ struct uiw_wc {
 	uint32_t imm_data; /* network byte order, as ibv_wc.imm_data */
 	uint32_t vendor_err;
 	void *qp_ctx; /* the QP's ctx, as given to uiw_qp_create */
+	/* engine-internal: a send CQE frees this many send-queue slots of
+	 * qp_int when it is polled (verbs: a WR is outstanding until its
+	 * completion, or a later one that covers it, has been polled) */
+	struct uiw_qp *qp_int;
+	uint32_t sq_credits;
 };
 
 struct uiw_cq;
@@ -120,9 +125,10 @@ int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq 
 int uiw_cq_destroy(struct uiw_cq *cq);
 /* Moves up to n CQEs to wc[], oldest first. Returns the count (>= 0). */
 int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc);
-/* Arms the CQ: the next CQE (or next solicited one) calls fn. If CQEs that
- * match are already queued, fn is not called for them (verbs semantics:
- * the caller polls after arming). Returns 0. */
+/* Arms the CQ: the next CQE (or next solicited one) calls fn. If CQEs are
+ * already queued (and not solicited_only), fn is called at once instead and
+ * the CQ stays disarmed, as hardware does when armed with unpolled CQEs.
+ * Returns 0. */
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only);
 /* True if the CQ overflowed; then the QPs using it went to ERR. */
 bool uiw_cq_overflowed(struct uiw_cq *cq);

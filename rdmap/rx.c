@@ -726,7 +726,7 @@ void *uiw_rx_thread(void *arg)
 	bool was_err = qp->state == UIW_QPS_ERR;
 	if (!was_err)
 		uiw_qp_flush_locked(qp);
-	qp->rx_seen_first = true;
+	qp->rx_ended = true; /* wakes uiw_accept waiting for the RTR */
 	pthread_cond_broadcast(&qp->cond);
 	pthread_mutex_unlock(&qp->lock);
 	if (tx_locked)

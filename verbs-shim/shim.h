@@ -64,13 +64,6 @@ struct shim_cq {
 	 * ibv_create_cq_ex(3) requires. */
 	struct uiw_wc cur;
 	uint64_t wc_flags; /* IBV_WC_EX_WITH_* asked for at creation */
-	/* Arming a CQ that still holds CQEs raises an event at once (what
-	 * RNIC/HCA hardware does, and what perftest -e relies on): the shim
-	 * takes one CQE out to learn that the CQ is not empty and hands it
-	 * back first on the next poll. Guarded by stash_lock. */
-	pthread_mutex_t stash_lock;
-	struct uiw_wc stash;
-	int stash_valid; /* atomic read outside the lock */
 };
 
 struct shim_qp;

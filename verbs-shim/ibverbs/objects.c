@@ -373,7 +373,6 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 	c->ibv.channel = channel;
 	c->ibv.cq_context = cq_context;
 	c->ibv.cqe = cqe;
-	pthread_mutex_init(&c->stash_lock, NULL);
 	pthread_mutex_init(&c->ibv.mutex, NULL);
 	pthread_cond_init(&c->ibv.cond, NULL);
 	if (channel)
@@ -416,7 +415,6 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 
 	if (cq->channel)
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_destroy(&c->stash_lock);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(c);
@@ -459,15 +457,6 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -1;
-	if (num_entries > 0 && __atomic_load_n(&c->stash_valid, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&c->stash_lock);
-		if (c->stash_valid) {
-			shim_wc_from_uiw(&wc[0], &c->stash);
-			__atomic_store_n(&c->stash_valid, 0, __ATOMIC_RELEASE);
-			total = 1;
-		}
-		pthread_mutex_unlock(&c->stash_lock);
-	}
 	while (total < num_entries) {
 		int want = num_entries - total;
 		int got;
@@ -495,25 +484,14 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 /* ops.req_notify_cq (ibv_req_notify_cq(3)): arms the CQ; the next
  * (solicited, if solicited_only) completion queues one event on its
- * channel. If the CQ already holds completions, one event is queued at
- * once, as hardware does when armed with unpolled CQEs (programs that
- * poll a bounded batch after each event, like perftest -e, rely on it).
- * Returns 0. */
+ * channel. If the CQ already holds completions, the engine queues the
+ * event at once, as hardware does when armed with unpolled CQEs (programs
+ * that poll a bounded batch after each event, like perftest -e, rely on
+ * it). Returns 0. */
 int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct shim_cq *c = shim_cq(cq);
-	int ret = -uiw_cq_arm(c->cq, solicited_only != 0);
-
-	if (ret || !cq->channel || solicited_only)
-		return ret;
-	pthread_mutex_lock(&c->stash_lock);
-	if (!c->stash_valid && uiw_cq_poll(c->cq, 1, &c->stash) == 1)
-		__atomic_store_n(&c->stash_valid, 1, __ATOMIC_RELEASE);
-	if (c->stash_valid)
-		(void)send(shim_channel(cq->channel)->wfd, &cq, sizeof(cq),
-			   MSG_DONTWAIT | MSG_NOSIGNAL);
-	pthread_mutex_unlock(&c->stash_lock);
-	return 0;
+	return -uiw_cq_arm(c->cq, solicited_only != 0);
 }
 
 /* -------------------------------------------------------------------- QP */
@@ -1141,18 +1119,8 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 static int shim_cqx_load(struct ibv_cq_ex *cqx)
 {
 	struct shim_cq *c = shim_container_of(cqx, struct shim_cq, ibvx);
-	bool got = false;
 
-	if (__atomic_load_n(&c->stash_valid, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&c->stash_lock);
-		if (c->stash_valid) {
-			c->cur = c->stash;
-			__atomic_store_n(&c->stash_valid, 0, __ATOMIC_RELEASE);
-			got = true;
-		}
-		pthread_mutex_unlock(&c->stash_lock);
-	}
-	if (!got && uiw_cq_poll(c->cq, 1, &c->cur) != 1)
+	if (uiw_cq_poll(c->cq, 1, &c->cur) != 1)
 		return ENOENT;
 	cqx->wr_id = c->cur.wr_id;
 	cqx->status = (enum ibv_wc_status)c->cur.status;
