@@ -30,7 +30,7 @@ log() {
 
 # ------------------------------------------------------------ dependencies
 PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
-	rdmacm-utils ibverbs-utils iproute2 tshark python3)
+	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 tshark python3)
 
 missing=()
 for p in "${PKGS[@]}"; do
