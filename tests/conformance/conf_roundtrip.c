@@ -878,7 +878,7 @@ int main(int argc, char **argv)
 		       mode, wi->flags, wr->flags);
 	if (want_markers && !(wi->flags & 0x80)) {
 		printf("SKIP [%s]: markers asked for (UIWARP_MPA_MARKERS=2) but the MPA Request "
-		       "has no M flag: markers not implemented yet\n",
+		       "has no M flag: markers were not negotiated\n",
 		       mode);
 		return SKIP;
 	}
