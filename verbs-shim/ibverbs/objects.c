@@ -930,20 +930,25 @@ int shim_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send
 	return 0;
 }
 
-/* ops.post_recv (ibv_post_recv(3)): posts the receive list wr in chunks.
- * Returns 0, or an errno with *bad_wr = the first WR not posted: ENOMEM
- * (receive queue full), EINVAL (too many SGEs, QP state). */
-int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+static int qp_recv(void *obj, const struct uiw_recv_wr *u, int n, int *bad)
 {
-	struct shim_qp *q = shim_qp(qp);
+	return uiw_qp_post_recv(obj, u, n, bad);
+}
+
+static int srq_recv(void *obj, const struct uiw_recv_wr *u, int n, int *bad)
+{
+	return uiw_srq_post_recv(obj, u, n, bad);
+}
+
+/* Posts the receive list wr through post (a QP's RQ or an SRQ) in chunks
+ * of SHIM_POST_CHUNK, converted on the stack. 0, or the errno of the
+ * first failing chunk with *bad_wr = the first WR not posted. */
+static int post_recv_list(struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
+			  int (*post)(void *, const struct uiw_recv_wr *, int, int *), void *obj)
+{
 	struct uiw_recv_wr u[SHIM_POST_CHUNK];
 	struct ibv_recv_wr *src[SHIM_POST_CHUNK];
 
-	if (qp->srq && wr) {
-		/* ibv_post_recv(3): a QP attached to an SRQ has no receive queue */
-		*bad_wr = wr;
-		return EINVAL;
-	}
 	while (wr) {
 		int n = 0, bad = 0, ret;
 
@@ -953,13 +958,28 @@ int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv
 			u[n].num_sge = wr->num_sge;
 			src[n++] = wr;
 		}
-		ret = uiw_qp_post_recv(q->qp, u, n, &bad);
+		ret = post(obj, u, n, &bad);
 		if (ret) {
 			*bad_wr = src[(bad >= 0 && bad < n) ? bad : 0];
 			return -ret;
 		}
 	}
 	return 0;
+}
+
+/* ops.post_recv (ibv_post_recv(3)): posts the receive list wr in chunks.
+ * Returns 0, or an errno with *bad_wr = the first WR not posted: ENOMEM
+ * (receive queue full), EINVAL (too many SGEs, QP state). */
+int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	struct shim_qp *q = shim_qp(qp);
+
+	if (qp->srq && wr) {
+		/* ibv_post_recv(3): a QP attached to an SRQ has no receive queue */
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	return post_recv_list(wr, bad_wr, qp_recv, q->qp);
 }
 
 /* ------------------------------------------------------------------- SRQ */
@@ -970,25 +990,8 @@ int shim_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv
 int shim_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
 	struct shim_srq *s = shim_srq(srq);
-	struct uiw_recv_wr u[SHIM_POST_CHUNK];
-	struct ibv_recv_wr *src[SHIM_POST_CHUNK];
 
-	while (wr) {
-		int n = 0, bad = 0, ret;
-
-		for (; wr && n < SHIM_POST_CHUNK; wr = wr->next) {
-			u[n].wr_id = wr->wr_id;
-			u[n].sg_list = (const struct uiw_sge *)wr->sg_list;
-			u[n].num_sge = wr->num_sge;
-			src[n++] = wr;
-		}
-		ret = uiw_srq_post_recv(s->srq, u, n, &bad);
-		if (ret) {
-			*bad_wr = src[(bad >= 0 && bad < n) ? bad : 0];
-			return -ret;
-		}
-	}
-	return 0;
+	return post_recv_list(wr, bad_wr, srq_recv, s->srq);
 }
 
 /* ibv_create_srq(3): a shared receive queue on pd for at least

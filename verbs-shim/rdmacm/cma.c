@@ -1172,6 +1172,31 @@ static void established(struct cm_id *id, struct cm_event *e)
 	pthread_mutex_unlock(&cm_lock);
 }
 
+/* Runs a connect or accept in a worker thread (the id's state is already
+ * CONNECTING / ACCEPTING); on failure puts the state back to prev. A
+ * synchronous id waits for ESTABLISHED. 0, or -1 with errno (pthread's,
+ * or the connection's error for a synchronous id). */
+static int start_worker(struct cm_id *id, void *(*fn)(void *), enum cm_state prev)
+{
+	int e = pthread_create(&id->worker, NULL, fn, id);
+
+	if (e) {
+		pthread_mutex_lock(&cm_lock);
+		id->state = prev;
+		pthread_mutex_unlock(&cm_lock);
+		errno = e;
+		return -1;
+	}
+	id->worker_started = true;
+	if (id->sync) {
+		int ret = sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
+
+		join_worker(id);
+		return ret;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------- connect */
 
 static void *connect_worker(void *arg)
@@ -1269,7 +1294,6 @@ static int set_param(struct cm_id *id, const struct rdma_conn_param *p)
 CM_EXPORT int rdma_connect(struct rdma_cm_id *rid, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *id = cm_id_of(rid);
-	int e;
 
 	if (!rid || (id->state != CM_ROUTE_RESOLVED && id->state != CM_ADDR_RESOLVED)) {
 		errno = EINVAL;
@@ -1285,20 +1309,7 @@ CM_EXPORT int rdma_connect(struct rdma_cm_id *rid, struct rdma_conn_param *conn_
 	id->disc_pending = false;
 	id->disc_queued = false;
 	pthread_mutex_unlock(&cm_lock);
-	e = pthread_create(&id->worker, NULL, connect_worker, id);
-	if (e) {
-		id->state = CM_ROUTE_RESOLVED;
-		errno = e;
-		return -1;
-	}
-	id->worker_started = true;
-	if (id->sync) {
-		int ret = sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
-
-		join_worker(id);
-		return ret;
-	}
-	return 0;
+	return start_worker(id, connect_worker, CM_ROUTE_RESOLVED);
 }
 
 /* rdma_establish(3): for ids whose QP rdma_cm does not manage (IB RTU).
@@ -1527,7 +1538,6 @@ static void *accept_worker(void *arg)
 CM_EXPORT int rdma_accept(struct rdma_cm_id *rid, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *id = cm_id_of(rid);
-	int e;
 
 	if (!rid || id->state != CM_CONNECT_REQ || !id->req) {
 		errno = EINVAL;
@@ -1540,20 +1550,7 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *rid, struct rdma_conn_param *conn_p
 	pthread_mutex_lock(&cm_lock);
 	id->state = CM_ACCEPTING;
 	pthread_mutex_unlock(&cm_lock);
-	e = pthread_create(&id->worker, NULL, accept_worker, id);
-	if (e) {
-		id->state = CM_CONNECT_REQ;
-		errno = e;
-		return -1;
-	}
-	id->worker_started = true;
-	if (id->sync) {
-		int ret = sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
-
-		join_worker(id);
-		return ret;
-	}
-	return 0;
+	return start_worker(id, accept_worker, CM_CONNECT_REQ);
 }
 
 /* rdma_reject(3): rejects the connection request of a new id with an MPA
