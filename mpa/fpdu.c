@@ -25,6 +25,7 @@
  * (correctness, not speed, is the goal there).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,10 @@ int mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_nego
 	if (mulpdu > 65532)
 		mulpdu = 65532;
 	c->mulpdu = (uint32_t)mulpdu;
+	const char *dbg = getenv("UIWARP_DEBUG");
+	if (dbg && *dbg && *dbg != '0')
+		fprintf(stderr, "uiwarp: mpa: MULPDU %d (EMSS %d, markers %s)\n", mulpdu, emss,
+			c->markers_tx ? "on" : "off");
 	return 0;
 }
 
@@ -289,7 +294,8 @@ int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b)
 /* Makes at least need bytes available in the ring (need <= rb_cap). In bulk
  * mode one recv fills all the free room; otherwise it reads what is missing
  * plus RX_AHEAD. Returns 1, 0 on end of stream before any byte when eof_ok
- * and the ring is empty, -ECONNRESET on end of stream, or -errno. */
+ * and the ring is empty, -ENODATA on end of stream inside an FPDU (the
+ * peer's FIN cut it short), or -errno (-ECONNRESET: the peer reset). */
 static int rx_fill(struct mpa_conn *c, uint32_t need, bool bulk, bool eof_ok)
 {
 	if (need > c->rb_cap)
@@ -308,7 +314,7 @@ static int rx_fill(struct mpa_conn *c, uint32_t need, bool bulk, bool eof_ok)
 		ssize_t r = uiw_llp_recvv(c->llp, &v, 1, -1);
 		c->rx_syscalls++;
 		if (r == 0)
-			return (eof_ok && c->rb_len == 0) ? 0 : -ECONNRESET;
+			return (eof_ok && c->rb_len == 0) ? 0 : -ENODATA;
 		if (r < 0)
 			return (int)r;
 		c->rx_bytes += (uint64_t)r;
@@ -574,7 +580,7 @@ int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t le
 		ssize_t r = uiw_llp_recvv(c->llp, v, k + (ahead ? 1 : 0), -1);
 		c->rx_syscalls++;
 		if (r == 0)
-			return -ECONNRESET;
+			return -ENODATA; /* FIN inside the FPDU */
 		if (r < 0)
 			return (int)r;
 		c->rx_bytes += (uint64_t)r;

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "mpa/llp.h"
+#include "netlink/uiw_netlink.h"
 
 /* Most iovecs handed to one sendmsg/recvmsg (the kernel's UIO_MAXIOV). */
 #define LLP_IOV_MAX 1024
@@ -165,8 +167,13 @@ static ssize_t tcp_recvv(struct uiw_llp *llp, const struct iovec *iov, int n, in
 	}
 }
 
-/* emss: TCP_MAXSEG in bytes (the kernel's current MSS, net of options), or
- * -errno. */
+/* emss (RFC 5044 §4.1: MULPDU comes from the EMSS): TCP_MAXSEG in bytes
+ * (the kernel's current MSS, net of options), bounded by the payload one
+ * segment can carry on the route's path MTU (rtnetlink RTM_GETROUTE toward
+ * the peer from our address: a route's `mtu lock`, a learned PMTU or the
+ * output interface's MTU) when that lookup works; silently TCP_MAXSEG alone
+ * otherwise. With UIWARP_DEBUG set, says on stderr which bound won.
+ * Returns the EMSS or -errno. */
 static int tcp_emss(struct uiw_llp *llp)
 {
 	int mss = 0;
@@ -174,6 +181,29 @@ static int tcp_emss(struct uiw_llp *llp)
 
 	if (getsockopt(llp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
 		return -errno;
+	int maxseg = mss;
+	unsigned int pmtu = 0, bound = 0;
+	struct sockaddr_storage peer, self;
+	socklen_t pl = sizeof(peer), sl = sizeof(self);
+	if (getpeername(llp->fd, (struct sockaddr *)&peer, &pl) == 0 &&
+	    getsockname(llp->fd, (struct sockaddr *)&self, &sl) == 0 &&
+	    (peer.ss_family == AF_INET || peer.ss_family == AF_INET6)) {
+		struct uiw_nl_route rt;
+		if (uiw_nl_route_get((struct sockaddr *)&peer, (struct sockaddr *)&self, &rt) ==
+		    0) {
+			pmtu = rt.path_mtu;
+			bound = uiw_nl_tcp_payload_bound(pmtu, peer.ss_family);
+			if (bound > 0 && bound < (unsigned int)mss)
+				mss = (int)bound;
+		}
+	}
+	const char *dbg = getenv("UIWARP_DEBUG");
+	if (dbg && *dbg && *dbg != '0')
+		fprintf(stderr,
+			"uiwarp: mpa: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
+			"segment payload bound %u)\n",
+			mss, mss != maxseg ? "the route's path MTU" : "TCP_MAXSEG", maxseg, pmtu,
+			bound);
 	return mss;
 }
 

@@ -209,7 +209,9 @@ int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b);
  *                  ULPDU into hdr (blocking). Returns the ULPDU length
  *                  (> 0), 0 on orderly end of stream before any byte of
  *                  an FPDU, -EPROTO if the ULPDU is shorter than hdr_len,
- *                  -ECONNRESET/-errno.
+ *                  -ENODATA if the stream ends (FIN) inside an FPDU (here
+ *                  or in the calls below), -ECONNRESET if the peer reset
+ *                  it, other -errno.
  *   mpa_rx_more    reads n more ULPDU bytes into buf (header tail).
  *   mpa_rx_small   for the rest of the ULPDU when it is at most
  *                  MPA_RX_SMALL_MAX bytes: reads it and the trailer into

@@ -108,7 +108,7 @@ struct irq_entry {
 
 /* An outbound RDMA Read waiting for its Read Response. */
 struct orq_entry {
-	bool atomic;	 /* RFC 7306 Atomic Request: response on QN 4 */
+	bool atomic;	 /* RFC 7306 Atomic Request: response on QN 3 */
 	uint32_t req_id; /* atomics: Request Identifier */
 	void *result;	 /* atomics: where the original value goes (8 bytes) */
 	uint32_t sq_idx; /* its SQ WQE, or UINT32_MAX for the Read RTR */
@@ -183,7 +183,8 @@ struct uiw_qp {
 	bool rx_expect_send_rtr;       /* responder: first FPDU is a zero-length Send RTR */
 	struct uiw_mr_int *rx_mr;      /* cached MR of the last tagged segment */
 
-	struct uiw_term_info term; /* qp->lock */
+	struct uiw_term_info term;	    /* qp->lock */
+	enum uiw_close_reason close_reason; /* qp->lock; the first one wins */
 	struct uiw_qp_stats stats;
 };
 
@@ -197,6 +198,8 @@ void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited);
 void uiw_sq_reap(struct uiw_qp *qp);
 /* Moves the QP to ERR: flushes every outstanding WR. qp->lock held. */
 void uiw_qp_flush_locked(struct uiw_qp *qp);
+/* Records why the stream ended, unless a reason is recorded. qp->lock held. */
+void uiw_qp_set_close_reason(struct uiw_qp *qp, enum uiw_close_reason why);
 /* Reports a connection event once (no lock held). */
 void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev);
 /* Starts the rx and tx threads of a connected QP. */

@@ -300,6 +300,9 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 	bool connected = qp->connected;
 	switch (state) {
 	case UIW_QPS_ERR:
+		/* abortive close: outstanding WRs flush, the stream is reset */
+		if (connected)
+			uiw_qp_set_close_reason(qp, UIW_CLOSE_LOCAL_ABORT);
 		if (cur != UIW_QPS_ERR)
 			uiw_qp_flush_locked(qp);
 		pthread_mutex_unlock(&qp->lock);
@@ -331,6 +334,7 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 		qp->state = UIW_QPS_RESET;
 		qp->closing = qp->terminated = qp->disconnected_reported = false;
 		qp->term = (struct uiw_term_info){0};
+		qp->close_reason = UIW_CLOSE_NONE;
 		qp->tx_gate_open = qp->rx_seen_first = qp->rx_ended = qp->tx_stop = false;
 		qp->sq_head = qp->sq_next = qp->sq_tail = 0;
 		qp->sq_uncredited = 0;
@@ -716,6 +720,20 @@ int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m)
 	}
 	pthread_mutex_unlock(&qp->lock);
 	return c ? 0 : -ENOTCONN;
+}
+
+void uiw_qp_set_close_reason(struct uiw_qp *qp, enum uiw_close_reason why)
+{
+	if (qp->close_reason == UIW_CLOSE_NONE)
+		qp->close_reason = why;
+}
+
+enum uiw_close_reason uiw_qp_close_reason(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	enum uiw_close_reason r = qp->close_reason;
+	pthread_mutex_unlock(&qp->lock);
+	return r;
 }
 
 void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out)

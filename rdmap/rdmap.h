@@ -305,6 +305,23 @@ struct uiw_term_info {
 };
 void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out);
 
+/* Why a connected QP's stream ended: set once, by the first of these to
+ * happen, kept until the QP is reset. Graceful: the peer's FIN came at an
+ * FPDU boundary (after our own SQD close, or before it); then queued Read
+ * Responses are still sent. Every other reason is abortive. In every case
+ * WRs that were completed stay completed and every outstanding WR (send and
+ * receive) completes with UIW_WC_WR_FLUSH_ERR. */
+enum uiw_close_reason {
+	UIW_CLOSE_NONE = 0,	  /* open, or never connected */
+	UIW_CLOSE_GRACEFUL,	  /* the peer's FIN at an FPDU boundary */
+	UIW_CLOSE_TERMINATE,	  /* a Terminate was sent or received (uiw_qp_term_info) */
+	UIW_CLOSE_PEER_RESET,	  /* TCP RST from the peer */
+	UIW_CLOSE_PEER_TRUNCATED, /* the peer's FIN inside an FPDU; we sent LLP 0x01 */
+	UIW_CLOSE_LOCAL_ABORT,	  /* uiw_qp_modify(ERR) while connected */
+	UIW_CLOSE_LLP_ERROR,	  /* another error of the TCP stream */
+};
+enum uiw_close_reason uiw_qp_close_reason(struct uiw_qp *qp);
+
 /* Sets the event callback (called from engine threads, at most once per
  * event kind; DISCONNECTED comes last). */
 void uiw_qp_set_event_cb(struct uiw_qp *qp, uiw_qp_event_fn fn, void *ctx);

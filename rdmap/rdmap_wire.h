@@ -31,14 +31,16 @@ enum rdmap_opcode {
 	RDMAP_ATOMIC_RESP = 0xb,
 };
 
-/* RFC 7306 untagged queues. Immediate Data uses QN 0 (it consumes a
- * receive WR, like a Send). [verify against the RFC text] Atomic Requests
- * use QN 3 and Atomic Responses QN 4: a response needs an MSN space of its
- * own because requests can flow the other way on the same stream. Only
- * uiwarp peers use these (siw and current hardware do not do RFC 7306). */
-#define RDMAP_QN_ATOMIC_REQ 3
-#define RDMAP_QN_ATOMIC_RESP 4
-#define RDMAP_NUM_QN 5
+/* RFC 7306 untagged queues (§4.1, its table of opcodes with their DDP
+ * Queue Numbers, and the IANA "RDMAP DDP Untagged Queue Numbers" registry of
+ * §10): Immediate Data and Immediate Data with SE use QN 0 (they consume a
+ * receive WR, like a Send, and share the Send MSN space); Atomic Requests use
+ * QN 1, the queue of RDMA Read Requests (one MSN space, and together they
+ * count against the negotiated IRD/ORD); Atomic Responses use the new QN 3.
+ * Only uiwarp peers use these (siw and current hardware do not do RFC 7306). */
+#define RDMAP_QN_ATOMIC_REQ DDP_QN_READ_REQ
+#define RDMAP_QN_ATOMIC_RESP 3
+#define RDMAP_NUM_QN 4
 
 /* RFC 7306 §5.2: Immediate Data payload, 8 bytes; uiwarp carries the verbs
  * 32-bit immediate (already in network order) in the first 4. */

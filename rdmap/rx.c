@@ -35,10 +35,27 @@ static int place(struct uiw_qp *qp, const struct iovec *iov, int n, size_t len)
 }
 
 /* Terminates for a failed place(): CRC error or a dead stream. */
+/* The stream failed while an FPDU was read (r < 0 from mpa/ddp): a bad CRC
+ * is answered with a Terminate (RFC 5044 §4.4 / §8); the peer's FIN inside
+ * an FPDU with LLP error 0x01 (it can still read it); a reset from the peer
+ * or another stream error ends the connection without one (it cannot be
+ * delivered). Records the close reason (abortive) unless the QP was already
+ * in ERR by a local uiw_qp_modify. */
 static void place_failed(struct uiw_qp *qp, int r)
 {
+	pthread_mutex_lock(&qp->lock);
+	bool local_err = qp->state == UIW_QPS_ERR;
+	if (r == -ECONNRESET)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_RESET);
+	else if (r == -ENODATA && !local_err)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TRUNCATED);
+	else if (r != -EBADMSG)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_LLP_ERROR);
+	pthread_mutex_unlock(&qp->lock);
 	if (r == -EBADMSG)
 		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
+	else if (r == -ENODATA && !local_err)
+		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_TCP_LOST));
 }
 
 /* Validates a tagged segment against its STag (RFC 5041 §7.2, RFC 5040
@@ -359,7 +376,7 @@ static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
 	return r;
 }
 
-/* RFC 7306 §5.3: executes an Atomic Request (QN 3) and queues its Atomic
+/* RFC 7306 §5.3: executes an Atomic Request (QN 1) and queues its Atomic
  * Response; checks like an RDMA Read (IRD, STag, access, bounds) plus
  * 8-byte alignment of the target. */
 static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
@@ -427,7 +444,7 @@ static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	return true;
 }
 
-/* RFC 7306 §5.3: an Atomic Response (QN 4) completes the oldest outstanding
+/* RFC 7306 §5.3: an Atomic Response (QN 3) completes the oldest outstanding
  * request, which must be the Atomic with that Request Identifier. */
 static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 {
@@ -541,6 +558,7 @@ static bool rx_terminate(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 						  .etype = buf[0] & 0xf,
 						  .ecode = buf[1]};
 	qp->terminated = true;
+	uiw_qp_set_close_reason(qp, UIW_CLOSE_TERMINATE);
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
 	pthread_mutex_unlock(&qp->lock);
@@ -665,6 +683,9 @@ void *uiw_rx_thread(void *arg)
 		int r = ddp_rx_header(&qp->mpa, &s);
 		if (r == 0) {
 			clean_eof = true;
+			pthread_mutex_lock(&qp->lock);
+			uiw_qp_set_close_reason(qp, UIW_CLOSE_GRACEFUL);
+			pthread_mutex_unlock(&qp->lock);
 			break;
 		}
 		if (r < 0) {
@@ -674,8 +695,8 @@ void *uiw_rx_thread(void *arg)
 			else if (r == -EPROTO)
 				uiw_terminate(qp, &TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED,
 							DDP_UNTAGGED_INVALID_MO));
-			else if (r == -EBADMSG)
-				uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
+			else
+				place_failed(qp, r);
 			break;
 		}
 		if (!qp->rx_seen_first && !rtr_matches(qp, &s)) {

@@ -50,6 +50,7 @@ void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
 	pthread_mutex_lock(&qp->lock);
 	bool first = !qp->terminated;
 	qp->terminated = true;
+	uiw_qp_set_close_reason(qp, UIW_CLOSE_TERMINATE);
 	if (first)
 		qp->term = (struct uiw_term_info){.valid = true,
 						  .sent = true,

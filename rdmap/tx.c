@@ -204,7 +204,7 @@ static void tx_drain(struct uiw_qp *qp)
 		/* Read Responses first: the peer's Read is older than our new work */
 		for (int i = 0; i < nir && !rc; i++) {
 			if (ir[i].kind == IRQ_ATOMIC) {
-				/* RFC 7306 §5.3: the Atomic Response on QN 4 */
+				/* RFC 7306 §5.3: the Atomic Response on QN 3 */
 				pthread_mutex_lock(&qp->lock);
 				uint32_t amsn = qp->tx_msn[RDMAP_QN_ATOMIC_RESP]++;
 				pthread_mutex_unlock(&qp->lock);

@@ -245,8 +245,11 @@ static void wire_byte(struct wire *w, uint8_t b)
 	w->so++;
 	if (w->mk_n >= 0) {
 		w->mk[w->mk_n++] = b;
-		if (w->fp_n)
-			w->raw[w->raw_n++] = b; /* inside an FPDU: covered by the CRC */
+		/* RFC 5044 §4.4 / §5: the CRC covers the FPDU's markers; a marker
+		 * right in front of an FPDU's ULPDU_Length (FPDUPTR 0: it points
+		 * at the FPDU that starts with it, as the first FPDU of each
+		 * direction at stream offset 0) belongs to that FPDU */
+		w->raw[w->raw_n++] = b;
 		if (w->mk_n == 4) {
 			w->mk_n = -1;
 			w->markers_seen++;

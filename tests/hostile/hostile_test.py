@@ -558,7 +558,11 @@ class Expect:
     send."""
 
     def __init__(self, terms=None, hdr=None, seg_len=None, rhdr=None, mr=0, rchanged=0,
-                 wcs=(), no_wcs=(), x=None, read_resp=None):
+                 wcs=(), no_wcs=(), x=None, read_resp=None, close=None, reset=False):
+        # close: the CLOSE reason the target must report (uiw_qp_close_reason;
+        # default: 1 graceful without a Terminate, 2 with one); reset: we
+        # reset the connection ourselves, nothing more to read
+        self.close, self.reset = close, reset
         self.terms, self.hdr, self.seg_len, self.rhdr = terms, hdr, seg_len, rhdr
         self.mr, self.rchanged, self.wcs, self.no_wcs = mr, rchanged, wcs, no_wcs
         self.x = x or {}
@@ -834,10 +838,10 @@ def r_imm_not_negotiated(sock, c):
 
 
 def r_atomic_not_negotiated(sock, c):
-    """RFC 7306 Atomic Request (opcode 0xA, QN 3) when RFC 7306 was not
+    """RFC 7306 Atomic Request (opcode 0xA, QN 1) when RFC 7306 was not
     negotiated: an unexpected opcode."""
     body = struct.pack(">IIIQQQQQQ", 0, 1, c.stag, c.iova, 1, 0, 0, 0, 0)
-    u = iw.untagged(0xA, 3, 1, 0, body)
+    u = iw.untagged(0xA, iw.QN_ATOMIC_REQ, 1, 0, body)
     send_fpdus(sock, u)
     return err([(RDMAP, RP_OP, 0x06)], u, no_wcs=NO_RECV_OK)
 
@@ -957,9 +961,9 @@ def r_send_inv_then_write(sock, c):
 
 
 # --- RFC 7306 (negotiated: the target runs with UIWARP_RFC7306=1 and we
-# offer it the uiwarp way). Immediate Data shares QN 0 with Sends; Atomic
-# Requests use QN 3, Atomic Responses QN 4 (as uiwarp does: see
-# rdmap/rdmap_wire.h, to be checked against RFC 7306 §5).
+# offer it the uiwarp way). RFC 7306 §4.1 / §10: Immediate Data shares QN 0
+# (and its MSNs) with Sends; Atomic Requests share QN 1 (and its MSNs) with
+# RDMA Read Requests; Atomic Responses use QN 3.
 
 OP_IMM, OP_IMM_SE, OP_ATOMIC_REQ, OP_ATOMIC_RESP = 0x8, 0x9, 0xA, 0xB
 
@@ -986,14 +990,40 @@ def r_imm_no_buffer(sock, c):
 
 def r_atomic_no_access(sock, c):
     """FetchAdd on the MR, which has no REMOTE_ATOMIC access."""
-    u = iw.untagged(OP_ATOMIC_REQ, 3, 1, 0, atomic_req(c.stag, c.iova + 64))
+    u = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 1, 0, atomic_req(c.stag, c.iova + 64))
     send_fpdus(sock, u)
     return err([(RDMAP, RP_PROT, 0x02)], u)
 
 
+def r_atomic_req_qn3(sock, c):
+    """An Atomic Request on QN 3 (the Atomic Response queue): RFC 7306 puts
+    Atomic Requests on QN 1, so this is an invalid QN."""
+    u = iw.untagged(OP_ATOMIC_REQ, 3, 1, 0, atomic_req(c.stag, c.iova + 64))
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x01)], u)
+
+
+def r_atomic_resp_qn4(sock, c):
+    """An Atomic Response on QN 4: no such queue (RFC 7306: QN 3)."""
+    u = iw.untagged(OP_ATOMIC_RESP, 4, 1, 0, struct.pack(">IQ", 7, 0))
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x01)], u)
+
+
+def r_atomic_req_msn_shared(sock, c):
+    """A zero-length Read Request (MSN 1, answered), then an Atomic Request
+    with MSN 1 again: Atomic Requests share QN 1's MSN space with Read
+    Requests (RFC 7306 §4.1), so MSN 1 is used up: MSN range error."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 0, c.stag, c.iova)
+    rr = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    u = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 1, 0, atomic_req(c.stag, c.iova + 64))
+    send_fpdus(sock, rr, u)
+    return err([(DDP, 2, 0x03)], u)
+
+
 def r_atomic_resp_unsolicited(sock, c):
     """An Atomic Response when no Atomic Request is outstanding."""
-    u = iw.untagged(OP_ATOMIC_RESP, 4, 1, 0, struct.pack(">IQ", 7, 0))
+    u = iw.untagged(OP_ATOMIC_RESP, iw.QN_ATOMIC_RESP, 1, 0, struct.pack(">IQ", 7, 0))
     send_fpdus(sock, u)
     return err([(RDMAP, RP_OP, 0x06)], u)
 
@@ -1013,6 +1043,196 @@ def r_peer_terminate_short(sock, c):
     """A Terminate whose payload is 2 bytes (shorter than its control word)."""
     send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, b"\x12\x01"))
     return Expect([], wcs=(FLUSHED,))
+
+
+# --- a QP whose receives come from a shared receive queue (uiw_target
+# "srq": two receives of 64 bytes, wr_id 100 and 101). The untagged rules of
+# RFC 5041 §5.3 / §7 hold as for a QP's own receive queue; on the error the
+# receive WQE in progress flushes, the ones still in the SRQ do not (the SRQ
+# belongs to no QP).
+
+def r_srq_no_buffer(sock, c):
+    """Three Sends, two receives in the SRQ: the third has no buffer."""
+    us = [iw.untagged(iw.OP_SEND, iw.QN_SEND, k + 1, 0, bytes([0x40 + k]) * 16)
+          for k in range(3)]
+    send_fpdus(sock, *us)
+    return err([(DDP, 2, 0x02)], us[2], rchanged=32,
+               wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=16 ",
+                    r"WC wr_id=101 status=0 opcode=128 byte_len=16 "),
+               no_wcs=(r"WC wr_id=10[01] status=5 ",))
+
+
+def r_srq_too_long(sock, c):
+    """A 100-byte Send into a 64-byte SRQ receive: too long (1/2/0x05); the
+    receive it took (100) flushes, 101 stays in the SRQ; at most the 64
+    bytes of that receive buffer may have been written."""
+    u = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x47" * 100)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x05)], u, rchanged=(64,), wcs=(r"WC wr_id=100 status=5 ",),
+               no_wcs=(r"WC wr_id=101 ", r"WC wr_id=100 status=0 "))
+
+
+def r_srq_too_long_segments(sock, c):
+    """A Send in two segments of 40 bytes into a 64-byte SRQ receive: the
+    second segment runs past the buffer (1/2/0x05)."""
+    a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x48" * 40, last=False)
+    b = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 40, b"\x49" * 40)
+    send_fpdus(sock, a, b)
+    return err([(DDP, 2, 0x05)], b, rchanged=(64,), wcs=(r"WC wr_id=100 status=5 ",),
+               no_wcs=(r"WC wr_id=101 ", r"WC wr_id=100 status=0 "))
+
+
+def r_srq_msn(sock, c):
+    """A Send with MSN 2 as the first message: MSN out of range (1/2/0x03);
+    no SRQ receive was taken, none completes."""
+    u = iw.untagged(iw.OP_SEND, iw.QN_SEND, 2, 0, b"\x4a" * 16)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x03)], u, wcs=(), no_wcs=(r"WC wr_id=10[01] ",))
+
+
+def r_srq_bad_mo(sock, c):
+    """The first segment of a Send at MO 8: invalid MO (1/2/0x04); nothing
+    lands in the SRQ receives."""
+    u = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 8, b"\x4b" * 16)
+    send_fpdus(sock, u)
+    return err([(DDP, 2, 0x04)], u, wcs=(), no_wcs=(r"WC wr_id=10[01] status=0 ",))
+
+
+# --- memory windows (uiw_target "mw": type 2 windows of 1024 bytes bound
+# over the MR: rw at MR offset 8192 with REMOTE_WRITE|READ, ro at 12288 with
+# REMOTE_READ only; the MR itself allows remote writes everywhere). RFC 5040
+# §5.1 / §7 and RFC 5041 §7: a window's STag is checked against the window,
+# not against the MR under it.
+
+MW_OFF_RW, MW_OFF_RO, MW_LEN = 8192, 12288, 1024
+
+
+def r_mw_write_ok(sock, c):
+    """A valid 64-byte Write through the rw window: exactly those bytes."""
+    off = MW_OFF_RW + 100
+    send_fpdus(sock, iw.tagged(iw.OP_WRITE, c.mw["rw"], c.iova + off, flipped(off, 64)))
+    return Expect(None, mr=64)
+
+
+def r_mw_bounds(sock, c):
+    """A Write through the rw window that starts 16 bytes before its end and
+    runs 48 bytes past it: still inside the MR, outside the window
+    (1/1/0x01)."""
+    off = MW_OFF_RW + MW_LEN - 16
+    u = iw.tagged(iw.OP_WRITE, c.mw["rw"], c.iova + off, flipped(off, 64))
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x01)], u, wcs=(FLUSHED,))
+
+
+def r_mw_before_base(sock, c):
+    """A Write through the rw window at 16 bytes before its base (inside the
+    MR): base/bounds (1/1/0x01)."""
+    off = MW_OFF_RW - 16
+    u = iw.tagged(iw.OP_WRITE, c.mw["rw"], c.iova + off, flipped(off, 32))
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x01)], u)
+
+
+def r_mw_write_ro(sock, c):
+    """A Write through the ro window: the MR allows remote writes, the
+    window does not: access rights (RDMAP 0/1/0x02)."""
+    off = MW_OFF_RO
+    u = iw.tagged(iw.OP_WRITE, c.mw["ro"], c.iova + off, flipped(off, 32))
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x02)], u)
+
+
+def r_mw_send_inv_then_write(sock, c):
+    """Send with Invalidate naming the rw window (receive 100 completes with
+    the invalidated STag), then a Write through it: invalid STag
+    (1/1/0x00), nothing lands."""
+    send_fpdus(sock, iw.untagged(iw.OP_SEND_INV, iw.QN_SEND, 1, 0, b"\x64" * 16,
+                                 inv_stag=c.mw["rw"]))
+    off = MW_OFF_RW
+    u = iw.tagged(iw.OP_WRITE, c.mw["rw"], c.iova + off, flipped(off, 32))
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x00)], u, rchanged=16,
+               wcs=(FLUSHED, r"WC wr_id=100 status=0 opcode=128 byte_len=16 flags=4 "
+                    r"inv=0x%x" % c.mw["rw"]))
+
+
+def r_mw_local_inv_then_write(sock, c):
+    """The target invalidates the rw window itself (Local Invalidate,
+    uiw_target "mwinv"); then a Write through it: invalid STag (1/1/0x00),
+    nothing lands."""
+    m = c.tgt.wait_line(r"LOCALINV status=(\d+)", IO_TIMEOUT)
+    expect(m is not None and m.group(1) == "0", "the target's Local Invalidate completed")
+    off = MW_OFF_RW
+    u = iw.tagged(iw.OP_WRITE, c.mw["rw"], c.iova + off, flipped(off, 32))
+    send_fpdus(sock, u)
+    return err([(DDP, 1, 0x00)], u)
+
+
+def r_mw_read_ro_bounds(sock, c):
+    """An RDMA Read Request through the ro window for 64 bytes starting 32
+    bytes before its end: base/bounds of the source (RDMAP 0/1/0x01)."""
+    body = struct.pack(">IQIIQ", 0xC0FFEE, 0, 64, c.mw["ro"],
+                       c.iova + MW_OFF_RO + MW_LEN - 32)
+    u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+    send_fpdus(sock, u)
+    return err([(RDMAP, RP_PROT, 0x01)], u, rhdr=body)
+
+
+# --- closing (RFC 5040 §6, RFC 5044 §8): graceful vs abortive. What was
+# completed stays completed, everything outstanding flushes (status 5), and
+# the engine tells why the stream ended (uiw_qp_close_reason, CLOSE line).
+
+CLOSE_GRACEFUL, CLOSE_TERMINATE, CLOSE_PEER_RESET, CLOSE_PEER_TRUNCATED, CLOSE_LOCAL_ABORT = \
+    1, 2, 3, 4, 5
+
+
+def r_peer_rst_mid_message(sock, c):
+    """A complete Send (receive 100 completes), then the first 40 bytes of a
+    second Send (L=0), then a TCP RST: abortive. No Terminate can be sent;
+    receive 101 (the Send in progress) and 102/103 flush; 100 stays
+    completed; only the bytes of the two Sends landed."""
+    a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x71" * 24)
+    b = iw.untagged(iw.OP_SEND, iw.QN_SEND, 2, 0, b"\x72" * 40, last=False)
+    send_fpdus(sock, a, b)
+    time.sleep(0.3)  # let the target place them before the reset
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    return Expect(None, reset=True, rchanged=(64,), close=CLOSE_PEER_RESET,
+                  wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=24 ",
+                       r"WC wr_id=101 status=5 ", r"WC wr_id=102 status=5 ", FLUSHED),
+                  no_wcs=(r"WC wr_id=10[1-3] status=0 ",))
+
+
+def r_peer_fin_mid_fpdu(sock, c):
+    """A complete Send (receive 100 completes), then half of an RDMA Write
+    FPDU (header and 20 of its 64 payload bytes), then our FIN: the stream
+    ends inside an FPDU. The target answers with a Terminate LLP error 0x01
+    (TCP connection lost, RFC 5044 §8; nothing to echo), places nothing of
+    the Write (its CRC never came), flushes 101-103."""
+    a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x73" * 24)
+    w = iw.fpdu(iw.tagged(iw.OP_WRITE, c.stag, c.iova + 4096, flipped(4096, 64)))
+    send_fpdus(sock, a)
+    time.sleep(0.1)
+    sock.sendall(w[:2 + 14 + 20])
+    time.sleep(0.1)
+    sock.shutdown(socket.SHUT_WR)
+    return Expect([(LLP, 0, 0x01)], rchanged=24, close=CLOSE_PEER_TRUNCATED,
+                  wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=24 ",
+                       r"WC wr_id=101 status=5 ", FLUSHED))
+
+
+def r_local_abort(sock, c):
+    """The target posts two RDMA Reads and, while they are outstanding,
+    moves its QP to ERR (uiw_target "abort"): an abortive local close. The
+    stream closes without a Terminate, both Reads and all four receives
+    flush. We send no FIN (it would close the stream gracefully first)."""
+    ddps, closed, _ = read_until_close(sock, True)
+    expect(not terminates_of(ddps), "no Terminate from the target")
+    expect(closed, "the target closed the stream")
+    return Expect(None, reset=True, close=CLOSE_LOCAL_ABORT,
+                  wcs=(r"WC wr_id=200 status=5 ", r"WC wr_id=201 status=5 ",
+                       r"WC wr_id=100 status=5 ", FLUSHED),
+                  no_wcs=(r"WC wr_id=20[01] status=0 ",))
 
 
 # name: (function, target options, MPA Request arguments)
@@ -1061,8 +1281,26 @@ RULE_CASES = {
     "imm_no_buffer": (r_imm_no_buffer, "", {"rfc7306": True}),
     "atomic_no_access": (r_atomic_no_access, "", {"rfc7306": True}),
     "atomic_resp_unsolicited": (r_atomic_resp_unsolicited, "", {"rfc7306": True}),
+    "atomic_req_qn3": (r_atomic_req_qn3, "", {"rfc7306": True}),
+    "atomic_resp_qn4": (r_atomic_resp_qn4, "", {"rfc7306": True}),
+    "atomic_req_msn_shared": (r_atomic_req_msn_shared, "", {"rfc7306": True}),
     "peer_terminate_full": (r_peer_terminate_full, "", {}),
     "peer_terminate_short": (r_peer_terminate_short, "", {}),
+    "peer_rst_mid_message": (r_peer_rst_mid_message, "", {}),
+    "peer_fin_mid_fpdu": (r_peer_fin_mid_fpdu, "", {}),
+    "local_abort": (r_local_abort, "reads,abort", {}),
+    "srq_no_buffer": (r_srq_no_buffer, "srq", {}),
+    "srq_too_long": (r_srq_too_long, "srq", {}),
+    "srq_too_long_segments": (r_srq_too_long_segments, "srq", {}),
+    "srq_msn": (r_srq_msn, "srq", {}),
+    "srq_bad_mo": (r_srq_bad_mo, "srq", {}),
+    "mw_write_ok": (r_mw_write_ok, "mw", {}),
+    "mw_bounds": (r_mw_bounds, "mw", {}),
+    "mw_before_base": (r_mw_before_base, "mw", {}),
+    "mw_write_ro": (r_mw_write_ro, "mw", {}),
+    "mw_send_inv_then_write": (r_mw_send_inv_then_write, "mw", {}),
+    "mw_local_inv_then_write": (r_mw_local_inv_then_write, "mwinv", {}),
+    "mw_read_ro_bounds": (r_mw_read_ro_bounds, "mw", {}),
 }
 # Cases where uiwarp's answer differs from the RFC's today (see the report in
 # docs/conformance.md, "Known-bad hostile cases"). ctest: WILL_FAIL, label
@@ -1128,6 +1366,8 @@ def rule_case(case, sock, c):
             if d.opcode == iw.OP_TERMINATE or (d.opcode == iw.OP_READ_RESP and d.last):
                 break
         check_read_resp(early, e.read_resp)
+    if e.reset:
+        return e
     if e.terms is None:
         sock.shutdown(socket.SHUT_WR)
     ddps, closed, rest = read_until_close(sock, True)
@@ -1213,6 +1453,12 @@ def rule_checks(case, e, tgt, rc):
         else:
             expect(mt is not None and mt.group(1) == "0",
                    "the engine recorded a received Terminate (uiw_qp_term_info)")
+    want_close = e.close if e.close is not None else (
+        CLOSE_GRACEFUL if e.terms is None else CLOSE_TERMINATE)
+    mc = tgt.find(r"CLOSE reason=(\d+)")
+    expect(mc is not None and int(mc.group(1)) == want_close,
+           "the engine's close reason is %d (uiw_qp_close_reason: %s)" %
+           (want_close, mc.group(1) if mc else None))
     if e.terms is not None:
         expect(tgt.find(r"EVENT TERMINATE") is not None, "target reported EVENT TERMINATE")
     else:
@@ -1292,6 +1538,11 @@ def run(case, target_path):
             expect(mx is not None, "target registered the extra regions (EXTRA)")
             c.x = dict(zip(("pd2", "ro", "wo", "hi", "hiiova"),
                            (int(v, 16) for v in mx.groups())))
+        c.tgt = tgt
+        if "mw" in opts:
+            mw = tgt.find(r"MW rw=0x([0-9a-f]+) ro=0x([0-9a-f]+)")
+            expect(mw is not None, "target bound its memory windows (MW)")
+            c.mw = {"rw": int(mw.group(1), 16), "ro": int(mw.group(2), 16)}
         if "reads" in opts:
             c.reads = read_target_reads(sock, c)
         if rule:

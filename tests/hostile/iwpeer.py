@@ -181,6 +181,9 @@ RDMAP_RV = 0x40  # version 1 in the top two bits
 OP_WRITE, OP_READ_REQ, OP_READ_RESP, OP_SEND = 0, 1, 2, 3
 OP_SEND_INV, OP_SEND_SE, OP_SEND_SE_INV, OP_TERMINATE = 4, 5, 6, 7
 QN_SEND, QN_READ_REQ, QN_TERMINATE = 0, 1, 2
+# RFC 7306 §4.1 / §10: Atomic Requests share QN 1 with Read Requests;
+# Atomic Responses have QN 3
+QN_ATOMIC_REQ, QN_ATOMIC_RESP = QN_READ_REQ, 3
 
 
 def tagged(op, stag, to, payload=b"", last=True):

@@ -35,6 +35,24 @@
  *          into MR offset 8192 from (STag 0x5eed01, TO 0x1000), wr_id 201
  *          into MR offset 12288 from (STag 0x5eed02, TO 0x2000); their
  *          completions appear as WC lines
+ *   mw     two memory windows (type 2) bound by Bind WRs over the MR (which
+ *          then also has MW_BIND access), 1024 bytes each: rw at IOVA
+ *          MR_IOVA + 8192 (REMOTE_WRITE | REMOTE_READ), ro at MR_IOVA +
+ *          12288 (REMOTE_READ only); printed before READY as
+ *            MW rw=0x.. ro=0x.. rwiova=0x.. roiova=0x.. wlen=1024
+ *   mwinv  (with mw) right after READY, a Local Invalidate of the rw
+ *          window; prints LOCALINV status=N once it completed
+ *   srq    the QP takes its receives from a shared receive queue with two
+ *          receives of SRQ_RECV_LEN (64) bytes (wr_id 100, 101, at the
+ *          start of the first two 1024-byte receive buffers) instead of
+ *          its own four
+ *   abort  (with reads) 300 ms after the Reads were posted, while they are
+ *          outstanding, move the QP to ERR (uiw_qp_modify: an abortive
+ *          local close)
+ *
+ * After the connection ended it also prints CLOSE reason=N
+ * (uiw_qp_close_reason: 1 graceful, 2 Terminate, 3 peer reset, 4 the peer's
+ * FIN inside an FPDU, 5 local abort, 6 other stream error).
  *
  * Pattern (hostile_test.py must agree): MR byte i = (i * 7 + 3) & 0xff,
  * guard byte i = 0xa5 ^ (i & 0xff).
@@ -167,6 +185,65 @@ static bool wait_disconnect(struct uiw_cq *cq, int seconds)
 	}
 }
 
+#define MW_LEN 1024u
+#define SRQ_RECV_LEN 64u
+
+/* Polls one completion (printed as a WC line), at most 5 s. */
+static int poll_one(struct uiw_cq *cq, struct uiw_wc *wc)
+{
+	for (int k = 0; k < 500; k++) {
+		if (uiw_cq_poll(cq, 1, wc) == 1) {
+			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u flags=%u inv=0x%x",
+			    (unsigned long long)wc->wr_id, (int)wc->status, (int)wc->opcode,
+			    wc->byte_len, wc->flags, wc->invalidated_stag);
+			return 0;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* "mw": two type 2 windows bound over the MR by signaled Bind WRs (wr_id
+ * 300, 301); their STags into stag[]. */
+static int bind_windows(struct uiw_pd *pd, struct uiw_qp *qp, struct uiw_cq *cq, struct uiw_mr *mr,
+			struct uiw_mw **mws, uint32_t *stag)
+{
+	struct uiw_send_wr bw[2];
+	struct uiw_wc wc;
+	int bad = -1;
+
+	memset(bw, 0, sizeof(bw));
+	for (int i = 0; i < 2; i++) {
+		uint32_t rkey = 0;
+
+		if (uiw_mw_alloc(pd, 2, &mws[i], &rkey)) {
+			say("ERROR uiw_mw_alloc");
+			return -1;
+		}
+		bw[i].wr_id = 300 + (uint64_t)i;
+		bw[i].opcode = UIW_WR_BIND_MW;
+		bw[i].flags = UIW_SEND_SIGNALED;
+		bw[i].mw = mws[i];
+		bw[i].bind_mr = mr;
+		bw[i].bind_addr = MR_IOVA + 8192 + (uint64_t)i * 4096;
+		bw[i].bind_length = MW_LEN;
+		bw[i].bind_access = i == 0 ? UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ
+					   : UIW_ACCESS_REMOTE_READ;
+		bw[i].rkey = (rkey & ~0xffu) | 0x5a;
+		stag[i] = bw[i].rkey;
+	}
+	if (uiw_qp_post_send(qp, bw, 2, &bad)) {
+		say("ERROR bind post bad=%d", bad);
+		return -1;
+	}
+	for (int i = 0; i < 2; i++)
+		if (poll_one(cq, &wc) || wc.status != UIW_WC_SUCCESS) {
+			say("ERROR bind did not complete");
+			return -1;
+		}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned port = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 0;
@@ -174,6 +251,12 @@ int main(int argc, char **argv)
 	int req_ms = argc > 3 ? atoi(argv[3]) : 20000;
 	const char *opts = argc > 4 ? argv[4] : "";
 	bool extra = strstr(opts, "extra") != NULL, reads = strstr(opts, "reads") != NULL;
+	bool abort_qp = strstr(opts, "abort") != NULL;
+	bool use_mw = strstr(opts, "mw") != NULL, mw_inv = strstr(opts, "mwinv") != NULL;
+	struct uiw_mw *mws[2] = {NULL, NULL};
+	bool use_srq = strstr(opts, "srq") != NULL;
+	struct uiw_srq *srq = NULL;
+	uint32_t mw_stag[2] = {0, 0};
 	struct uiw_pd *pd = NULL, *pd2 = NULL;
 	struct uiw_mr *xmr[NX] = {NULL};
 	uint8_t *xarea = NULL;
@@ -234,7 +317,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ret = uiw_mr_reg(pd, mem, MR_LEN, MR_IOVA,
-			 UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE,
+			 UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE |
+			     (use_mw ? UIW_ACCESS_MW_BIND : 0),
 			 &mr);
 	if (ret) {
 		say("ERROR uiw_mr_reg: %d", ret);
@@ -274,7 +358,17 @@ int main(int argc, char **argv)
 		say("ERROR uiw_cq_create: %d", ret);
 		return 2;
 	}
+	if (use_srq) {
+		uint32_t max_wr = 16, max_sge = 1;
+
+		ret = uiw_srq_create(pd, &max_wr, &max_sge, &srq);
+		if (ret) {
+			say("ERROR uiw_srq_create: %d", ret);
+			return 2;
+		}
+	}
 	memset(&qa, 0, sizeof(qa));
+	qa.srq = srq;
 	qa.pd = pd;
 	qa.send_cq = cq;
 	qa.recv_cq = cq;
@@ -339,9 +433,17 @@ int main(int argc, char **argv)
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
 		}
-		ret = uiw_qp_post_recv(qp, wr, NRECV, &bad);
+		if (srq) {
+			sge[0].length = sge[1].length = SRQ_RECV_LEN;
+			ret = uiw_srq_post_recv(srq, wr, 2, &bad);
+		} else {
+			ret = uiw_qp_post_recv(qp, wr, NRECV, &bad);
+		}
 		if (ret)
 			say("POST_RECV_FAILED %d bad=%d", ret, bad);
+		if (use_mw && bind_windows(pd, qp, cq, mr, mws, mw_stag) == 0)
+			say("MW rw=0x%x ro=0x%x rwiova=0x%llx roiova=0x%llx wlen=%u", mw_stag[0],
+			    mw_stag[1], MR_IOVA + 8192, MR_IOVA + 12288, MW_LEN);
 		if (extra)
 			say("EXTRA pd2=0x%x ro=0x%x wo=0x%x hi=0x%x hiiova=0x%llx xlen=%u",
 			    xmr[0]->stag, xmr[1]->stag, xmr[2]->stag, xmr[3]->stag,
@@ -349,6 +451,18 @@ int main(int argc, char **argv)
 		say("READY stag=0x%x iova=0x%llx len=%llu rstag=0x%x riova=0x%llx", mr->stag,
 		    (unsigned long long)mr->iova, (unsigned long long)mr->length, rmr->stag,
 		    (unsigned long long)rmr->iova);
+		if (mw_inv && mws[0]) {
+			struct uiw_send_wr iw;
+			struct uiw_wc wc;
+
+			memset(&iw, 0, sizeof(iw));
+			iw.wr_id = 310;
+			iw.opcode = UIW_WR_LOCAL_INV;
+			iw.flags = UIW_SEND_SIGNALED;
+			iw.invalidate_rkey = mw_stag[0];
+			if (uiw_qp_post_send(qp, &iw, 1, &bad) == 0 && poll_one(cq, &wc) == 0)
+				say("LOCALINV status=%d", (int)wc.status);
+		}
 		if (reads) {
 			struct uiw_sge rs[2];
 			struct uiw_send_wr rw[2];
@@ -370,6 +484,11 @@ int main(int argc, char **argv)
 			if (ret)
 				say("POST_SEND_FAILED %d bad=%d", ret, bad);
 			ret = 0;
+			if (abort_qp) {
+				usleep(300000);
+				say("ABORT uiw_qp_modify(ERR) = %d",
+				    uiw_qp_modify(qp, UIW_QPS_ERR));
+			}
 		}
 	}
 
@@ -386,6 +505,7 @@ int main(int argc, char **argv)
 			say("TERMINFO sent=%d layer=%u etype=%u code=0x%02x", (int)ti.sent,
 			    ti.layer, ti.etype, ti.ecode);
 	}
+	say("CLOSE reason=%d", (int)uiw_qp_close_reason(qp));
 	say("STATS rx_fpdus=%llu rx_bytes=%llu tx_fpdus=%llu terminates_sent=%llu "
 	    "terminates_recv=%llu state=%d",
 	    (unsigned long long)st.rx_fpdus, (unsigned long long)st.rx_bytes,
@@ -394,6 +514,11 @@ int main(int argc, char **argv)
 
 	uiw_qp_destroy(qp);
 	uiw_listener_close(l);
+	for (i = 0; i < 2; i++)
+		if (mws[i])
+			uiw_mw_dealloc(mws[i]);
+	if (srq)
+		uiw_srq_destroy(srq);
 	for (i = 0; i < MR_LEN; i++) {
 		if (mem[i] != pattern(i)) {
 			changed++;
