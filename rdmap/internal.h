@@ -124,6 +124,9 @@ struct uiw_srq {
 	struct rq_wqe *rq;
 	uint32_t size, max_sge, head, tail;
 	atomic_int users;
+	uint32_t limit; /* armed SRQ limit (0: off), under lock */
+	uiw_srq_limit_fn limit_fn;
+	void *limit_ctx;
 };
 
 struct uiw_qp {

@@ -595,11 +595,21 @@ bool uiw_rq_take(struct uiw_qp *qp)
 		qp->rq_head++;
 	} else {
 		struct uiw_srq *q = qp->srq;
+		uiw_srq_limit_fn low = NULL;
 		pthread_mutex_lock(&q->lock);
 		bool have = q->head != q->tail;
-		if (have)
+		if (have) {
 			qp->rx_cur = q->rq[q->head++ & (q->size - 1)];
+			/* verbs SRQ limit: fires once, then disarms */
+			if (q->limit && q->tail - q->head < q->limit) {
+				q->limit = 0;
+				low = q->limit_fn;
+			}
+		}
+		void *low_ctx = q->limit_ctx;
 		pthread_mutex_unlock(&q->lock);
+		if (low)
+			low(q, low_ctx);
 		if (!have)
 			return false;
 	}
@@ -690,6 +700,16 @@ int uiw_srq_post_recv(struct uiw_srq *q, const struct uiw_recv_wr *wr, int n, in
 	if (rc)
 		*bad = i;
 	return rc;
+}
+
+int uiw_srq_set_limit(struct uiw_srq *q, uint32_t limit, uiw_srq_limit_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&q->lock);
+	q->limit = limit;
+	q->limit_fn = fn;
+	q->limit_ctx = ctx;
+	pthread_mutex_unlock(&q->lock);
+	return 0;
 }
 
 uint32_t uiw_srq_count(struct uiw_srq *q)

@@ -266,6 +266,12 @@ int uiw_srq_destroy(struct uiw_srq *srq);
 int uiw_srq_post_recv(struct uiw_srq *srq, const struct uiw_recv_wr *wr, int n, int *bad);
 /* Receive WRs posted and not yet consumed. */
 uint32_t uiw_srq_count(struct uiw_srq *srq);
+/* SRQ limit (verbs IBV_SRQ_LIMIT): with limit > 0, the first time a Send
+ * takes a receive WR and leaves fewer than limit posted, fn(srq, ctx) is
+ * called once (from that QP's receive thread, no engine lock held) and the
+ * limit disarms; limit 0 disarms. Returns 0. */
+typedef void (*uiw_srq_limit_fn)(struct uiw_srq *srq, void *ctx);
+int uiw_srq_set_limit(struct uiw_srq *srq, uint32_t limit, uiw_srq_limit_fn fn, void *ctx);
 
 /* What a connected QP may use beyond RFC 5040. */
 enum {

@@ -39,6 +39,14 @@ struct shim_mr {
 	struct uiw_mr *mr;
 };
 
+/* A memory window (ibv_alloc_mw): type 1 (bound by ibv_bind_mw) or type 2
+ * (bound by IBV_WR_BIND_MW / ibv_wr_bind_mw); ibv.rkey is the engine's
+ * window STag. */
+struct shim_mw {
+	struct ibv_mw ibv;
+	struct uiw_mw *mw;
+};
+
 /* A completion channel: ibv.fd is the read end of an AF_UNIX SOCK_SEQPACKET
  * socketpair (a pipe that also allows a non-blocking drain whatever the
  * app's O_NONBLOCK setting) carrying one struct ibv_cq * per event, as the
@@ -126,6 +134,10 @@ static inline struct shim_pd *shim_pd(struct ibv_pd *p)
 static inline struct shim_mr *shim_mr(struct ibv_mr *m)
 {
 	return shim_container_of(m, struct shim_mr, ibv);
+}
+static inline struct shim_mw *shim_mw(struct ibv_mw *w)
+{
+	return shim_container_of(w, struct shim_mw, ibv);
 }
 static inline struct shim_cq *shim_cq(struct ibv_cq *c)
 {

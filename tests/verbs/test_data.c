@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +38,7 @@ struct side {
 struct fix {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	struct ibv_srq *srq;	     /* b's receives come from it (setup_srq) */
 	struct ibv_comp_channel *ch; /* a's CQ only */
 	struct side a, b;	     /* a connects, b accepts */
 	struct uiw_listener *l;
@@ -45,26 +47,34 @@ struct fix {
 
 static void side_init(struct fix *f, struct side *s, struct ibv_comp_channel *ch)
 {
-	struct ibv_qp_init_attr at = {
+	/* with the ibv_wr_* API too (ibv_qp_to_qp_ex) */
+	struct ibv_qp_init_attr_ex at = {
 	    .cap = {.max_send_wr = 64,
 		    .max_recv_wr = 64,
 		    .max_send_sge = 4,
 		    .max_recv_sge = 4,
 		    .max_inline_data = 64},
 	    .qp_type = IBV_QPT_RC,
+	    .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+	    .pd = f->pd,
+	    .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+			      IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+			      IBV_QP_EX_WITH_SEND_WITH_INV,
 	};
 
 	s->cq = ibv_create_cq(f->ctx, 256, s, ch, 0);
 	assert_non_null(s->cq);
 	at.send_cq = s->cq;
 	at.recv_cq = s->cq;
-	s->qp = ibv_create_qp(f->pd, &at);
+	if (s == &f->b)
+		at.srq = f->srq;
+	s->qp = ibv_create_qp_ex(f->ctx, &at);
 	assert_non_null(s->qp);
 	s->buf = calloc(1, BUF);
 	assert_non_null(s->buf);
-	s->mr =
-	    ibv_reg_mr(f->pd, s->buf, BUF,
-		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	s->mr = ibv_reg_mr(f->pd, s->buf, BUF,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
 	assert_non_null(s->mr);
 }
 
@@ -81,6 +91,8 @@ static void *acceptor(void *arg)
 	f->accept_ret = ret;
 	return NULL;
 }
+
+static bool want_srq;
 
 static int setup(void **state)
 {
@@ -103,6 +115,12 @@ static int setup(void **state)
 	assert_non_null(f->pd);
 	f->ch = ibv_create_comp_channel(f->ctx);
 	assert_non_null(f->ch);
+	if (want_srq) {
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 16, .max_sge = 1}};
+
+		f->srq = ibv_create_srq(f->pd, &sa);
+		assert_non_null(f->srq);
+	}
 	side_init(f, &f->a, f->ch);
 	side_init(f, &f->b, NULL);
 
@@ -133,6 +151,8 @@ static int teardown(void **state)
 
 	side_fini(&f->a);
 	side_fini(&f->b);
+	if (f->srq)
+		assert_int_equal(ibv_destroy_srq(f->srq), 0);
 	assert_int_equal(ibv_destroy_comp_channel(f->ch), 0);
 	assert_int_equal(ibv_dealloc_pd(f->pd), 0);
 	assert_int_equal(ibv_close_device(f->ctx), 0);
@@ -478,12 +498,15 @@ static void test_async_terminate(void **state)
 		if (poll(&pfd, 1, 100) != 1)
 			continue;
 		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
-		assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
-		if (ev.element.qp == f->a.qp)
+		/* a received the Terminate: fatal; b detected the invalid
+		 * STag (DDP tagged buffer error): access error */
+		if (ev.element.qp == f->a.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
 			seen_a = true;
-		else if (ev.element.qp == f->b.qp)
+		} else if (ev.element.qp == f->b.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
 			seen_b = true;
-		else
+		} else
 			fail_msg("event for an unknown QP");
 		ibv_ack_async_event(&ev);
 	}
@@ -532,6 +555,609 @@ static void test_graceful_close(void **state)
 	}
 }
 
+/* ------------------------------------------------- completion channel stress */
+
+struct stress {
+	struct fix *f;
+	int total;    /* Sends b posts */
+	int credits;  /* receives a has posted and b has not used (atomic) */
+	int stop;     /* consumer gave up (atomic) */
+	int prod_err; /* producer failure (0 ok) */
+};
+
+/* b: posts total Sends of 64 bytes, each only when a has a receive posted
+ * for it (iWARP has no RNR retry), in bursts with random pauses so the
+ * CQE arrives at every point of a's arm / poll / get_cq_event cycle; polls
+ * its own CQ. */
+static void *stress_producer(void *arg)
+{
+	struct stress *st = arg;
+	struct fix *f = st->f;
+	struct ibv_sge sge = {.addr = (uintptr_t)f->b.buf, .length = 64, .lkey = f->b.mr->lkey};
+	struct ibv_send_wr w = {
+	    .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	unsigned seed = 12345;
+	int sent = 0, done = 0, inflight = 0;
+	long end = now_ms() + 20000;
+
+	while (done < st->total && !__atomic_load_n(&st->stop, __ATOMIC_ACQUIRE)) {
+		struct ibv_wc wc[16];
+		int n;
+
+		if (now_ms() > end) {
+			st->prod_err = ETIMEDOUT;
+			return NULL;
+		}
+		if (sent < st->total && inflight < 32 &&
+		    __atomic_load_n(&st->credits, __ATOMIC_ACQUIRE) > 0) {
+			__atomic_sub_fetch(&st->credits, 1, __ATOMIC_ACQ_REL);
+			w.wr_id = (uint64_t)sent;
+			if (ibv_post_send(f->b.qp, &w, &bad)) {
+				st->prod_err = EIO;
+				return NULL;
+			}
+			sent++;
+			inflight++;
+			seed = seed * 1103515245u + 12345u;
+			if ((seed >> 16) % 8 == 0)
+				usleep((seed >> 8) % 50);
+			else if ((seed >> 16) % 8 == 1)
+				sched_yield();
+		}
+		n = ibv_poll_cq(f->b.cq, 16, wc);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				st->prod_err = EPROTO;
+				return NULL;
+			}
+		}
+		if (n > 0) {
+			done += n;
+			inflight -= n;
+		} else if (sent == st->total || inflight >= 32 ||
+			   __atomic_load_n(&st->credits, __ATOMIC_ACQUIRE) == 0) {
+			usleep(20);
+		}
+	}
+	return NULL;
+}
+
+/* Many rounds of the canonical event loop on a's CQ (on the channel)
+ * while b's thread produces completions concurrently: get_cq_event (with
+ * a timeout: a lost wake-up shows as 2 s without an event while CQEs are
+ * due), ack, re-arm, then poll a bounded batch of at most 3 (perftest's
+ * pattern: the re-arm on a CQ that still holds CQEs must notify at once).
+ * Every Send must be received, in order, within the time bound. */
+static void test_comp_channel_stress(void **state)
+{
+	struct fix *f = *state;
+	struct stress st = {.f = f, .total = 6000};
+	struct pollfd pfd = {.fd = f->ch->fd, .events = POLLIN};
+	long end = now_ms() + 30000;
+	int got = 0, posted = 0, events = 0;
+	pthread_t t;
+
+	/* 48 receives outstanding at most */
+	for (; posted < 48; posted++)
+		post_recv(&f->a, (uint64_t)posted, (size_t)(posted % 64) * 1024, 1024);
+	__atomic_store_n(&st.credits, 48, __ATOMIC_RELEASE);
+	assert_int_equal(ibv_req_notify_cq(f->a.cq, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, stress_producer, &st), 0);
+	while (got < st.total) {
+		struct ibv_cq *evcq;
+		void *evctx;
+		struct ibv_wc wc[3];
+		int n, r = poll(&pfd, 1, 2000);
+
+		if (r != 1 || now_ms() > end) {
+			__atomic_store_n(&st.stop, 1, __ATOMIC_RELEASE);
+			pthread_join(t, NULL);
+			fail_msg("no completion event for 2 s (lost wake-up?): %d of %d received, "
+				 "%d events, producer %d",
+				 got, st.total, events, st.prod_err);
+		}
+		assert_int_equal(ibv_get_cq_event(f->ch, &evcq, &evctx), 0);
+		assert_ptr_equal(evcq, f->a.cq);
+		ibv_ack_cq_events(evcq, 1);
+		events++;
+		assert_int_equal(ibv_req_notify_cq(f->a.cq, 0), 0);
+		n = ibv_poll_cq(f->a.cq, 3, wc);
+		assert_true(n >= 0);
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(wc[i].status, IBV_WC_SUCCESS);
+			assert_int_equal(wc[i].opcode, IBV_WC_RECV);
+			assert_int_equal(wc[i].wr_id, (uint64_t)got);
+			got++;
+			if (posted < st.total) {
+				post_recv(&f->a, (uint64_t)posted, (size_t)(posted % 64) * 1024,
+					  1024);
+				posted++;
+				__atomic_add_fetch(&st.credits, 1, __ATOMIC_ACQ_REL);
+			}
+		}
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(st.prod_err, 0);
+	/* drain the events the last re-arms queued */
+	{
+		int fl = fcntl(f->ch->fd, F_GETFL);
+		struct ibv_cq *evcq;
+		void *evctx;
+
+		assert_int_equal(fcntl(f->ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+		while (ibv_get_cq_event(f->ch, &evcq, &evctx) == 0)
+			ibv_ack_cq_events(evcq, 1);
+		assert_int_equal(errno, EAGAIN);
+		assert_int_equal(fcntl(f->ch->fd, F_SETFL, fl), 0);
+	}
+}
+
+/* ---------------------------------------------------------- memory windows */
+
+/* a RDMA-Writes len bytes of its buffer to (raddr, rkey) and waits for the
+ * local completion (status returned). */
+static enum ibv_wc_status write_to(struct fix *f, uint64_t id, uint64_t raddr, uint32_t rkey,
+				   uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = len, .lkey = f->a.mr->lkey};
+	struct ibv_send_wr w = {.wr_id = id,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.opcode = IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_wc wc;
+	long end = now_ms() + TMO_MS;
+	int n;
+
+	w.wr.rdma.remote_addr = raddr;
+	w.wr.rdma.rkey = rkey;
+	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	while ((n = ibv_poll_cq(f->a.cq, 1, &wc)) == 0 && now_ms() < end)
+		usleep(100);
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.wr_id, id);
+	return wc.status;
+}
+
+/* a's Write through the window must land: a Send after it (same stream,
+ * in order) is received once the data is placed. */
+static void write_lands(struct fix *f, uint64_t id, uint64_t raddr, uint32_t rkey, size_t boff,
+			uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 1, .lkey = f->a.mr->lkey};
+	struct ibv_send_wr w = {.wr_id = id + 1,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_wc wc;
+
+	fill(f->a.buf, len, (unsigned)id);
+	post_recv(&f->b, id + 2, BUF - 64, 64);
+	assert_int_equal(write_to(f, id, raddr, rkey, len), IBV_WC_SUCCESS);
+	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	poll1(f->a.cq, &wc);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, id + 2);
+	assert_memory_equal(f->b.buf + boff, f->a.buf, len);
+}
+
+/* After a's Write to a dead window: b (which checked the STag) raises
+ * IBV_EVENT_QP_ACCESS_ERR and sends a Terminate, a gets IBV_EVENT_QP_FATAL,
+ * both QPs end in ERR. */
+static void expect_access_terminate(struct fix *f, uint64_t raddr, uint32_t rkey)
+{
+	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event ev;
+	bool seen_a = false, seen_b = false;
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+	long end;
+
+	(void)write_to(f, 999, raddr, rkey, 32); /* handed to TCP: success or flush */
+	end = now_ms() + TMO_MS;
+	while ((!seen_a || !seen_b) && now_ms() < end) {
+		if (poll(&pfd, 1, 100) != 1)
+			continue;
+		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
+		if (ev.element.qp == f->b.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+			seen_b = true;
+		} else if (ev.element.qp == f->a.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
+			seen_a = true;
+		}
+		ibv_ack_async_event(&ev);
+	}
+	assert_true(seen_a);
+	assert_true(seen_b);
+	assert_int_equal(ibv_query_qp(f->b.qp, &at, IBV_QP_STATE, &ia), 0);
+	assert_int_equal(at.qp_state, IBV_QPS_ERR);
+	{
+		struct uiw_term_info t;
+
+		uiw_qp_term_info(shim_qp(f->b.qp)->qp, &t);
+		assert_true(t.valid && t.sent);
+		assert_int_equal(t.layer, 1); /* DDP tagged buffer error */
+		assert_int_equal(t.etype, 1);
+	}
+}
+
+static void test_mw_caps_and_objects(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_device_attr da;
+	struct ibv_mw *w1, *w2;
+	struct ibv_mr *plain;
+
+	assert_int_equal(ibv_query_device(f->ctx, &da), 0);
+	assert_true(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+	assert_true(da.max_mw > 0);
+	w1 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_1);
+	assert_non_null(w1);
+	assert_int_equal(w1->type, IBV_MW_TYPE_1);
+	w2 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_2);
+	assert_non_null(w2);
+	assert_int_not_equal(w1->rkey, w2->rkey);
+	assert_null(ibv_alloc_mw(f->pd, (enum ibv_mw_type)3));
+	assert_int_equal(errno, EINVAL);
+	/* the PD is in use while windows exist */
+	assert_int_equal(ibv_dealloc_pd(f->pd), EBUSY);
+	/* ibv_bind_mw is for type 1 only (libibverbs' own check) */
+	{
+		struct ibv_mw_bind b = {.bind_info = {.mr = f->b.mr,
+						      .addr = (uintptr_t)f->b.buf,
+						      .length = 64,
+						      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+
+		assert_int_equal(ibv_bind_mw(f->b.qp, w2, &b), EINVAL);
+		b.bind_info.mw_access_flags = IBV_ACCESS_ZERO_BASED;
+		assert_int_equal(ibv_bind_mw(f->b.qp, w1, &b), EINVAL);
+	}
+	/* a bind on an MR without IBV_ACCESS_MW_BIND completes in error */
+	plain = ibv_reg_mr(f->pd, f->b.buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	assert_non_null(plain);
+	{
+		struct ibv_mw_bind b = {.wr_id = 5,
+					.send_flags = IBV_SEND_SIGNALED,
+					.bind_info = {.mr = plain,
+						      .addr = (uintptr_t)f->b.buf,
+						      .length = 64,
+						      .mw_access_flags = IBV_ACCESS_REMOTE_READ}};
+		struct ibv_wc wc;
+		long end = now_ms() + TMO_MS;
+		int n;
+
+		assert_int_equal(ibv_bind_mw(f->b.qp, w1, &b), 0);
+		while ((n = ibv_poll_cq(f->b.cq, 1, &wc)) == 0 && now_ms() < end)
+			usleep(100);
+		assert_int_equal(n, 1);
+		assert_int_equal(wc.wr_id, 5);
+		assert_int_not_equal(wc.status, IBV_WC_SUCCESS);
+	}
+	assert_int_equal(ibv_dealloc_mw(w1), 0);
+	assert_int_equal(ibv_dealloc_mw(w2), 0);
+	assert_int_equal(ibv_dereg_mr(plain), 0);
+}
+
+/* Type 1: ibv_bind_mw on b's QP; a's Writes inside the window land, the
+ * rkey of the previous binding dies on rebind; an unbind (length 0) kills
+ * the window: a's Write then ends the connection with a Terminate. */
+static void test_mw_type1_bind_write(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_mw *mw = ibv_alloc_mw(f->pd, IBV_MW_TYPE_1);
+	uint32_t unbound, first;
+	struct ibv_wc wc;
+	struct ibv_mw_bind b = {.wr_id = 11,
+				.send_flags = IBV_SEND_SIGNALED,
+				.bind_info = {.mr = f->b.mr,
+					      .addr = (uintptr_t)f->b.buf + 4096,
+					      .length = 8192,
+					      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+
+	assert_non_null(mw);
+	unbound = mw->rkey;
+	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
+	assert_int_equal(mw->rkey, ibv_inc_rkey(unbound));
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 11);
+	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	first = mw->rkey;
+	write_lands(f, 100, (uintptr_t)f->b.buf + 4096 + 100, first, 4096 + 100, 1000);
+
+	/* rebind elsewhere: new key byte */
+	b.wr_id = 12;
+	b.bind_info.addr = (uintptr_t)f->b.buf + 32768;
+	b.bind_info.length = 4096;
+	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
+	assert_int_not_equal(mw->rkey, first);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	write_lands(f, 200, (uintptr_t)f->b.buf + 32768, mw->rkey, 32768, 4096);
+
+	/* unbind: the window names nothing any more */
+	b.wr_id = 13;
+	b.bind_info.length = 0;
+	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	expect_access_terminate(f, (uintptr_t)f->b.buf + 32768, mw->rkey);
+	assert_int_equal(ibv_dealloc_mw(mw), 0);
+}
+
+/* Type 2: bound by IBV_WR_BIND_MW through ibv_post_send with the caller's
+ * key, a Write through it lands, IBV_WR_LOCAL_INV invalidates it
+ * (IBV_WC_LOCAL_INV), and the next Write ends the connection. */
+static void test_mw_type2_local_inv(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_mw *mw = ibv_alloc_mw(f->pd, IBV_MW_TYPE_2);
+	struct ibv_send_wr w = {
+	    .wr_id = 21, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_wc wc;
+	uint32_t rkey;
+
+	assert_non_null(mw);
+	rkey = ibv_inc_rkey(mw->rkey);
+	w.bind_mw.mw = mw;
+	w.bind_mw.rkey = rkey;
+	w.bind_mw.bind_info.mr = f->b.mr;
+	w.bind_mw.bind_info.addr = (uintptr_t)f->b.buf;
+	w.bind_mw.bind_info.length = 16384;
+	w.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	/* IBV_WR_BIND_MW is for type 2 windows; a type 1 one is refused */
+	{
+		struct ibv_mw *t1 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_1);
+
+		w.bind_mw.mw = t1;
+		assert_int_equal(ibv_post_send(f->b.qp, &w, &bad), EINVAL);
+		assert_ptr_equal(bad, &w);
+		assert_int_equal(ibv_dealloc_mw(t1), 0);
+		w.bind_mw.mw = mw;
+	}
+	assert_int_equal(ibv_post_send(f->b.qp, &w, &bad), 0);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 21);
+	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	write_lands(f, 300, (uintptr_t)f->b.buf + 512, rkey, 512, 2048);
+
+	memset(&w, 0, sizeof(w));
+	w.wr_id = 22;
+	w.opcode = IBV_WR_LOCAL_INV;
+	w.send_flags = IBV_SEND_SIGNALED;
+	w.invalidate_rkey = rkey;
+	assert_int_equal(ibv_post_send(f->b.qp, &w, &bad), 0);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 22);
+	assert_int_equal(wc.opcode, IBV_WC_LOCAL_INV);
+	expect_access_terminate(f, (uintptr_t)f->b.buf + 512, rkey);
+	assert_int_equal(ibv_dealloc_mw(mw), 0);
+}
+
+/* Type 2 through the ibv_wr_* API (ibv_wr_bind_mw), invalidated by the
+ * peer's Send with Invalidate: b's receive completion reports
+ * IBV_WC_WITH_INV and the window's rkey; the next Write through it ends
+ * the connection. ibv_wr_local_inv on another window. */
+static void test_mw_wr_api_send_inv(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(f->b.qp);
+	struct ibv_mw *mw = ibv_alloc_mw(f->pd, IBV_MW_TYPE_2);
+	struct ibv_mw *mw2 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_2);
+	struct ibv_mw_bind_info bi = {.mr = f->b.mr,
+				      .addr = (uintptr_t)f->b.buf + 8192,
+				      .length = 8192,
+				      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	uint32_t rkey, rkey2;
+	struct ibv_wc wc;
+
+	assert_non_null(x);
+	assert_non_null(mw);
+	assert_non_null(mw2);
+	rkey = ibv_inc_rkey(mw->rkey);
+	rkey2 = ibv_inc_rkey(ibv_inc_rkey(mw2->rkey));
+	ibv_wr_start(x);
+	x->wr_id = 31;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(x, mw, rkey, &bi);
+	x->wr_id = 32;
+	ibv_wr_bind_mw(x, mw2, rkey2, &bi);
+	x->wr_id = 33;
+	ibv_wr_local_inv(x, rkey2);
+	assert_int_equal(ibv_wr_complete(x), 0);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 31);
+	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 32);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 33);
+	assert_int_equal(wc.opcode, IBV_WC_LOCAL_INV);
+	/* a type 1 window in ibv_wr_bind_mw fails the batch */
+	{
+		struct ibv_mw *t1 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_1);
+
+		ibv_wr_start(x);
+		ibv_wr_bind_mw(x, t1, ibv_inc_rkey(t1->rkey), &bi);
+		assert_int_equal(ibv_wr_complete(x), EINVAL);
+		assert_int_equal(ibv_dealloc_mw(t1), 0);
+	}
+	write_lands(f, 400, (uintptr_t)f->b.buf + 8192, rkey, 8192, 4096);
+
+	/* a: Send with Invalidate of the window's rkey */
+	{
+		struct ibv_sge sge = {
+		    .addr = (uintptr_t)f->a.buf, .length = 16, .lkey = f->a.mr->lkey};
+		struct ibv_send_wr w = {.wr_id = 34,
+					.sg_list = &sge,
+					.num_sge = 1,
+					.opcode = IBV_WR_SEND_WITH_INV,
+					.send_flags = IBV_SEND_SIGNALED,
+					.invalidate_rkey = rkey};
+		struct ibv_send_wr *bad = NULL;
+
+		post_recv(&f->b, 35, BUF - 64, 64);
+		assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+		poll1(f->a.cq, &wc);
+		poll1(f->b.cq, &wc);
+		assert_int_equal(wc.wr_id, 35);
+		assert_int_equal(wc.opcode, IBV_WC_RECV);
+		assert_true(wc.wc_flags & IBV_WC_WITH_INV);
+		assert_int_equal(wc.invalidated_rkey, rkey);
+	}
+	expect_access_terminate(f, (uintptr_t)f->b.buf + 8192, rkey);
+	assert_int_equal(ibv_dealloc_mw(mw), 0);
+	assert_int_equal(ibv_dealloc_mw(mw2), 0);
+}
+
+/* The fixture with b's QP on a 16-entry SRQ. */
+static int setup_srq(void **state)
+{
+	int r;
+
+	want_srq = true;
+	r = setup(state);
+	want_srq = false;
+	return r;
+}
+
+static void post_srq(struct fix *f, uint64_t id, size_t off)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)f->b.buf + off, .length = 256, .lkey = f->b.mr->lkey};
+	struct ibv_recv_wr w = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
+
+	assert_int_equal(ibv_post_srq_recv(f->srq, &w, &bad), 0);
+}
+
+/* a Sends one message to b (through b's SRQ); waits for both completions. */
+static void send_one(struct fix *f, uint64_t id)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 32, .lkey = f->a.mr->lkey};
+	struct ibv_send_wr w = {.wr_id = id,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_wc wc;
+
+	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	poll1(f->a.cq, &wc);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.opcode, IBV_WC_RECV);
+}
+
+/* Waits up to ms for an async event; returns 1 and *ev (acked by the
+ * caller) or 0. */
+static int async_wait(struct fix *f, int ms, struct ibv_async_event *ev)
+{
+	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
+
+	if (poll(&pfd, 1, ms) != 1)
+		return 0;
+	assert_int_equal(ibv_get_async_event(f->ctx, ev), 0);
+	return 1;
+}
+
+/* ibv_modify_srq(IBV_SRQ_LIMIT): the posted count dropping below the limit
+ * raises IBV_EVENT_SRQ_LIMIT_REACHED once, then the limit is disarmed
+ * (query says 0; further Sends raise nothing) until armed again. */
+static void test_srq_limit(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_srq_attr sa = {.srq_limit = 3};
+	struct ibv_async_event ev;
+	uint64_t id = 0;
+
+	for (int i = 0; i < 6; i++)
+		post_srq(f, 500 + i, (size_t)i * 256);
+	/* a limit above max_wr is refused */
+	sa.srq_limit = 1000;
+	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), EINVAL);
+	sa.srq_limit = 3;
+	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
+	memset(&sa, 0, sizeof(sa));
+	assert_int_equal(ibv_query_srq(f->srq, &sa), 0);
+	assert_int_equal(sa.srq_limit, 3);
+	/* 6 -> 5 -> 4 -> 3 posted: not below 3 yet */
+	for (int i = 0; i < 3; i++)
+		send_one(f, id++);
+	assert_int_equal(async_wait(f, 200, &ev), 0);
+	/* 3 -> 2: below the limit, one event */
+	send_one(f, id++);
+	assert_int_equal(async_wait(f, TMO_MS, &ev), 1);
+	assert_int_equal(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	assert_ptr_equal(ev.element.srq, f->srq);
+	ibv_ack_async_event(&ev);
+	assert_int_equal(ibv_query_srq(f->srq, &sa), 0);
+	assert_int_equal(sa.srq_limit, 0);
+	/* disarmed: 2 -> 1 raises nothing */
+	send_one(f, id++);
+	assert_int_equal(async_wait(f, 200, &ev), 0);
+	/* re-arm at 4 with 1 posted + 4 more = 5: 5 -> 4 nothing, 4 -> 3 fires */
+	for (int i = 6; i < 10; i++)
+		post_srq(f, 500 + i, (size_t)i * 256);
+	sa.srq_limit = 4;
+	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
+	send_one(f, id++);
+	assert_int_equal(async_wait(f, 200, &ev), 0);
+	send_one(f, id++);
+	assert_int_equal(async_wait(f, TMO_MS, &ev), 1);
+	assert_int_equal(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	ibv_ack_async_event(&ev);
+	/* armed then disarmed with 0: nothing */
+	sa.srq_limit = 5;
+	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
+	sa.srq_limit = 0;
+	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
+	send_one(f, id++);
+	assert_int_equal(async_wait(f, 200, &ev), 0);
+}
+
+/* A Send longer than the receive buffer: b detects a DDP untagged buffer
+ * error (message too long), an invalid request: IBV_EVENT_QP_REQ_ERR on b,
+ * IBV_EVENT_QP_FATAL on a (it received the Terminate). */
+static void test_term_req_err(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 200, .lkey = f->a.mr->lkey};
+	struct ibv_send_wr w = {.wr_id = 41,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event ev;
+	bool seen_a = false, seen_b = false;
+	long end;
+
+	post_recv(&f->b, 42, 0, 100);
+	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	end = now_ms() + TMO_MS;
+	while ((!seen_a || !seen_b) && now_ms() < end) {
+		if (poll(&pfd, 1, 100) != 1)
+			continue;
+		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
+		if (ev.element.qp == f->b.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_REQ_ERR);
+			seen_b = true;
+		} else if (ev.element.qp == f->a.qp) {
+			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
+			seen_a = true;
+		}
+		ibv_ack_async_event(&ev);
+	}
+	assert_true(seen_a);
+	assert_true(seen_b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -543,6 +1169,13 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_err_flush, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_async_terminate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_graceful_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_comp_channel_stress, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_caps_and_objects, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_type1_bind_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_type2_local_inv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_wr_api_send_inv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_term_req_err, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_srq_limit, setup_srq, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

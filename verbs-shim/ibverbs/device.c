@@ -279,7 +279,10 @@ static void shim_fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = SHIM_HW_VER;
 	a->max_qp = SHIM_MAX_QP;
 	a->max_qp_wr = UIW_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID;
+	/* Memory windows of type 1 and 2 (objects.c). Not 2A/2B: the engine
+	 * validates a window's PD, not the QP it was bound through. */
+	a->device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_WINDOW;
+	a->max_mw = SHIM_MAX_MW;
 	a->max_sge = UIW_MAX_SGE;
 	a->max_sge_rd = UIW_MAX_SGE;
 	a->max_cq = SHIM_MAX_CQ;

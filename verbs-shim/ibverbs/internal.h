@@ -18,6 +18,9 @@
 #define SHIM_MAX_CQ 16384
 #define SHIM_MAX_MR (1 << 20)
 #define SHIM_MAX_PD 16384
+/* Memory windows share the engine's STag table with MRs; a bound we can
+ * always grant. */
+#define SHIM_MAX_MW 65536
 /* Largest message: 2^31 bytes, the InfiniBand/verbs max_msg_sz convention. */
 #define SHIM_MAX_MSG_SZ 0x80000000u
 
@@ -29,6 +32,7 @@
 #pragma weak uiw_srq_destroy
 #pragma weak uiw_srq_post_recv
 #pragma weak uiw_srq_count
+#pragma weak uiw_srq_set_limit
 #pragma weak uiw_qp_caps
 #pragma weak uiw_rfc7306_enabled
 
@@ -83,6 +87,12 @@ void shim_qp_ex_fini(struct shim_qp *q);
 /* One ibv_send_wr-like request into the engine's form (objects.c); shared
  * with wr.c. */
 int shim_check_rfc7306(struct shim_qp *q);
+/* The window part of a Bind MW WR (objects.c; see its comment). */
+int shim_bind_wr(struct uiw_send_wr *u, struct ibv_mw *mw, uint32_t rkey,
+		 const struct ibv_mw_bind_info *info);
+
+/* The async event of a Terminate (objects.c; see its comment). */
+enum ibv_event_type shim_term_event(const struct uiw_term_info *t);
 
 /* Sets errno to e and returns NULL: the verbs convention for failing
  * pointer-returning calls. */

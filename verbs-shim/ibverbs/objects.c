@@ -116,8 +116,8 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return shim_fail_null(EINVAL);
-	/* We advertise no ODP capability; MW binding is not implemented. */
-	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND))
+	/* We advertise no ODP capability. */
+	if (access & IBV_ACCESS_ON_DEMAND)
 		return shim_fail_null(EOPNOTSUPP);
 
 	m = calloc(1, sizeof(*m));
@@ -125,7 +125,8 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 		return shim_fail_null(ENOMEM);
 	ret = uiw_mr_reg(p->pd, addr, length, iova,
 			 access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
-				   UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC),
+				   UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC |
+				   UIW_ACCESS_MW_BIND),
 			 &m->mr);
 	if (ret) {
 		free(m);
@@ -147,7 +148,8 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
  * optional range is ignored); the peer addresses it by virtual address, or
  * from 0 with IBV_ACCESS_ZERO_BASED. lkey = rkey = the engine STag.
  * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
- * LOCAL_WRITE), EOPNOTSUPP (ON_DEMAND, MW_BIND), ENOMEM. */
+ * LOCAL_WRITE), EOPNOTSUPP (ON_DEMAND), ENOMEM. IBV_ACCESS_MW_BIND lets
+ * memory windows be bound to the MR. */
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
@@ -542,17 +544,60 @@ struct shim_qp *shim_qp_by_num(struct ibv_context *context, uint32_t qp_num)
 
 /* Engine QP event callback (engine thread): raise the verbs async event,
  * then hand the event to librdmacm if it manages this QP. */
+/* The async event a Terminate raises (RFC 5040 section 4.8 layer / etype /
+ * ecode), as kernel iWARP providers report it: the side that detected the
+ * peer's error and sent the Terminate gets IBV_EVENT_QP_ACCESS_ERR for a
+ * protection error (DDP tagged buffer error, RDMAP remote protection
+ * error: invalid STag, base and bounds, access rights, STag not
+ * associated, TO wrap, STag cannot be invalidated; iw_cxgb4's T4_ERR_STAG /
+ * ACCESS / BOUND / WRAP / INVALIDATE_*, siw's tagged-buffer checks) and
+ * IBV_EVENT_QP_REQ_ERR for an invalid request (DDP untagged buffer error:
+ * invalid QN, MSN range, MO, message too long; invalid
+ * DDP or RDMAP version; unexpected RDMAP opcode); every other Terminate
+ * (no receive buffer: T4_ERR_OUT_OF_RQE; LLP errors; catastrophic), and
+ * every received one, is IBV_EVENT_QP_FATAL (iw_cxgb4's T4_ERR_TERM). */
+enum ibv_event_type shim_term_event(const struct uiw_term_info *t)
+{
+	if (!t->valid || !t->sent)
+		return IBV_EVENT_QP_FATAL;
+	switch (t->layer) {
+	case 0: /* RDMAP */
+		if (t->etype == 1)
+			return IBV_EVENT_QP_ACCESS_ERR;
+		if (t->etype == 2 && (t->ecode == 0x05 || t->ecode == 0x06))
+			return IBV_EVENT_QP_REQ_ERR;
+		if (t->etype == 2 && t->ecode == 0x09)
+			return IBV_EVENT_QP_ACCESS_ERR; /* STag cannot be invalidated */
+		return IBV_EVENT_QP_FATAL;
+	case 1: /* DDP */
+		if (t->etype == 1)
+			return t->ecode == 0x04 ? IBV_EVENT_QP_REQ_ERR /* DDP version */
+						: IBV_EVENT_QP_ACCESS_ERR;
+		if (t->etype == 2) /* no receive buffer: fatal, as T4_ERR_OUT_OF_RQE */
+			return t->ecode == 0x02 ? IBV_EVENT_QP_FATAL : IBV_EVENT_QP_REQ_ERR;
+		return IBV_EVENT_QP_FATAL;
+	default: /* LLP (MPA: CRC, markers, FPDU length) */
+		return IBV_EVENT_QP_FATAL;
+	}
+}
+
 static void shim_qp_event(struct uiw_qp *uqp, enum uiw_qp_event ev, void *arg)
 {
 	struct shim_qp *q = arg;
 	shim_cm_event_fn fn;
 
-	(void)uqp;
 	switch (ev) {
 	case UIW_QP_EV_TERMINATE:
 	case UIW_QP_EV_FATAL: {
 		struct ibv_async_event ae = {.element.qp = &q->ibv,
 					     .event_type = IBV_EVENT_QP_FATAL};
+
+		if (ev == UIW_QP_EV_TERMINATE) {
+			struct uiw_term_info t;
+
+			uiw_qp_term_info(uqp, &t);
+			ae.event_type = shim_term_event(&t);
+		}
 
 		shim_async_push(shim_ctx(q->ibv.context), &ae);
 		break;
@@ -657,7 +702,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |    \
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                                 \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
-	 IBV_QP_EX_WITH_SEND_WITH_INV)
+	 IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV)
 
 /* verbs_context.create_qp_ex (ibv_create_qp_ex(3)): as ibv_create_qp, with
  * comp_mask PD (required), CREATE_FLAGS (no flags) and SEND_OPS_FLAGS (the
@@ -822,9 +867,34 @@ int shim_check_rfc7306(struct shim_qp *q)
 	return 0;
 }
 
+/* The window part of a Bind MW request (IBV_WR_BIND_MW, ibv_bind_mw,
+ * ibv_wr_bind_mw) into u: mw takes rkey (its index with the caller's key
+ * byte) and names [info->addr, +info->length) of info->mr with
+ * info->mw_access_flags (IBV_ACCESS_REMOTE_READ / REMOTE_WRITE /
+ * REMOTE_ATOMIC); length 0 unbinds. Returns 0 or EINVAL (no window, no MR
+ * for a non-zero length, other access bits such as ZERO_BASED). */
+int shim_bind_wr(struct uiw_send_wr *u, struct ibv_mw *mw, uint32_t rkey,
+		 const struct ibv_mw_bind_info *info)
+{
+	const unsigned ok =
+	    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+
+	if (!mw || !info || (info->length && !info->mr) || (info->mw_access_flags & ~ok))
+		return EINVAL;
+	u->remote_addr = 0;
+	u->invalidate_rkey = 0;
+	u->rkey = rkey;
+	u->mw = shim_mw(mw)->mw;
+	u->bind_mr = info->length ? shim_mr(info->mr)->mr : NULL;
+	u->bind_addr = info->addr;
+	u->bind_length = info->length;
+	u->bind_access = info->mw_access_flags;
+	return 0;
+}
+
 /* One ibv_send_wr → uiw_send_wr. Returns 0, EOPNOTSUPP (immediate data or
- * atomics on a connection without RFC 7306; local invalidate, MW bind,
- * TSO) or EINVAL (unknown opcode, flags). */
+ * atomics on a connection without RFC 7306; TSO) or EINVAL (unknown
+ * opcode, flags; Bind MW of a type 1 window or without a window). */
 static int shim_send_wr(struct shim_qp *q, struct uiw_send_wr *u, const struct ibv_send_wr *w)
 {
 	int ret;
@@ -832,6 +902,11 @@ static int shim_send_wr(struct shim_qp *q, struct uiw_send_wr *u, const struct i
 	u->imm_data = 0;
 	u->compare_add = 0;
 	u->swap = 0;
+	u->mw = NULL;
+	u->bind_mr = NULL;
+	u->bind_addr = 0;
+	u->bind_length = 0;
+	u->bind_access = 0;
 	switch (w->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
@@ -876,7 +951,19 @@ static int shim_send_wr(struct shim_qp *q, struct uiw_send_wr *u, const struct i
 		u->swap = w->wr.atomic.swap;
 		break;
 	case IBV_WR_LOCAL_INV:
+		/* RFC 5040 section 2 / verbs: the STag stops working, in
+		 * send-queue order */
+		u->remote_addr = 0;
+		u->rkey = 0;
+		u->invalidate_rkey = w->invalidate_rkey;
+		break;
 	case IBV_WR_BIND_MW:
+		ret = shim_bind_wr(u, w->bind_mw.mw, w->bind_mw.rkey, &w->bind_mw.bind_info);
+		if (ret)
+			return ret;
+		if (w->bind_mw.mw->type != IBV_MW_TYPE_2)
+			return EINVAL; /* type 1: ibv_bind_mw only */
+		break;
 	case IBV_WR_TSO:
 		return EOPNOTSUPP;
 	default:
@@ -887,8 +974,16 @@ static int shim_send_wr(struct shim_qp *q, struct uiw_send_wr *u, const struct i
 	u->wr_id = w->wr_id;
 	u->opcode = (enum uiw_wr_opcode)w->opcode;
 	u->flags = w->send_flags; /* same bit values */
-	u->sg_list = (const struct uiw_sge *)w->sg_list;
-	u->num_sge = w->num_sge;
+	if (w->opcode == IBV_WR_LOCAL_INV || w->opcode == IBV_WR_BIND_MW) {
+		/* local operations carry no data (ibv_post_send(3) ignores
+		 * their sg_list) */
+		u->sg_list = NULL;
+		u->num_sge = 0;
+		u->flags &= ~(unsigned)IBV_SEND_INLINE;
+	} else {
+		u->sg_list = (const struct uiw_sge *)w->sg_list;
+		u->num_sge = w->num_sge;
+	}
 	return 0;
 }
 
@@ -994,11 +1089,26 @@ int shim_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ib
 	return post_recv_list(wr, bad_wr, srq_recv, s->srq);
 }
 
+/* Engine SRQ limit callback (a receive thread): the posted count dropped
+ * below the armed limit; raise IBV_EVENT_SRQ_LIMIT_REACHED once (the
+ * engine has disarmed it). */
+static void shim_srq_limit(struct uiw_srq *us, void *arg)
+{
+	struct shim_srq *s = arg;
+	struct ibv_async_event ae = {.element.srq = &s->ibv,
+				     .event_type = IBV_EVENT_SRQ_LIMIT_REACHED};
+
+	(void)us;
+	__atomic_store_n(&s->srq_limit, 0, __ATOMIC_RELEASE);
+	shim_async_push(shim_ctx(s->ibv.context), &ae);
+}
+
 /* ibv_create_srq(3): a shared receive queue on pd for at least
  * attr.max_wr WRs (1..UIW_MAX_QP_WR) of up to attr.max_sge SGEs
- * (1..UIW_MAX_SGE); the granted sizes are written back. srq_limit must be
- * 0 (the limit event is not implemented). Returns NULL with errno EINVAL,
- * ENOMEM, or EOPNOTSUPP (engine without SRQs; max_srq is then 0). */
+ * (1..UIW_MAX_SGE); the granted sizes are written back. srq_limit is
+ * ignored at creation (ibv_create_srq(3): it is set by ibv_modify_srq).
+ * Returns NULL with errno EINVAL, ENOMEM, or EOPNOTSUPP (engine without
+ * SRQs; max_srq is then 0). */
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
 {
 	struct shim_srq *s;
@@ -1012,8 +1122,6 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 	max_wr = srq_init_attr->attr.max_wr;
 	max_sge = srq_init_attr->attr.max_sge;
 	if (max_wr < 1 || max_wr > UIW_MAX_QP_WR || max_sge > UIW_MAX_SGE)
-		return shim_fail_null(EINVAL);
-	if (srq_init_attr->attr.srq_limit)
 		return shim_fail_null(EINVAL);
 	if (max_sge < 1)
 		max_sge = 1;
@@ -1029,6 +1137,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 	s->max_sge = max_sge;
 	srq_init_attr->attr.max_wr = max_wr;
 	srq_init_attr->attr.max_sge = max_sge;
+	srq_init_attr->attr.srq_limit = 0;
 	s->ibv.context = pd->context;
 	s->ibv.srq_context = srq_init_attr->srq_context;
 	s->ibv.pd = pd;
@@ -1051,9 +1160,13 @@ struct ibv_srq *shim_op_create_srq_ex(struct ibv_context *context,
 }
 
 /* ibv_modify_srq(3): IBV_SRQ_MAX_WR may not grow the SRQ (no resize:
- * EOPNOTSUPP; a size it already has is accepted); IBV_SRQ_LIMIT with a
- * non-zero limit is EOPNOTSUPP (no limit event), 0 is accepted. Returns 0,
- * EINVAL (other mask bits), EOPNOTSUPP. */
+ * EOPNOTSUPP; a size it already has is accepted). IBV_SRQ_LIMIT with a
+ * limit of 1..max_wr arms the SRQ: the first time a Send takes a receive
+ * WR and leaves fewer than srq_limit posted, the application gets one
+ * IBV_EVENT_SRQ_LIMIT_REACHED (ibv_get_async_event, element.srq) and the
+ * limit disarms (ibv_query_srq reports 0 again); re-arm with another
+ * ibv_modify_srq. 0 disarms. Returns 0, EINVAL (other mask bits, limit
+ * above max_wr), EOPNOTSUPP (engine without the limit hook). */
 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask)
 {
 	struct shim_srq *s;
@@ -1065,13 +1178,19 @@ int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_a
 		return EINVAL;
 	if ((srq_attr_mask & IBV_SRQ_MAX_WR) && srq_attr->max_wr > s->max_wr)
 		return EOPNOTSUPP;
-	if ((srq_attr_mask & IBV_SRQ_LIMIT) && srq_attr->srq_limit)
-		return EOPNOTSUPP;
+	if (srq_attr_mask & IBV_SRQ_LIMIT) {
+		if (srq_attr->srq_limit > s->max_wr)
+			return EINVAL;
+		if (uiw_srq_set_limit == NULL)
+			return srq_attr->srq_limit ? EOPNOTSUPP : 0;
+		__atomic_store_n(&s->srq_limit, srq_attr->srq_limit, __ATOMIC_RELEASE);
+		return -uiw_srq_set_limit(s->srq, srq_attr->srq_limit, shim_srq_limit, s);
+	}
 	return 0;
 }
 
-/* ibv_query_srq(3): max_wr, max_sge as granted, srq_limit 0. Returns 0 or
- * EINVAL. */
+/* ibv_query_srq(3): max_wr, max_sge as granted, srq_limit as armed (0
+ * once the limit event fired). Returns 0 or EINVAL. */
 int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 {
 	struct shim_srq *s;
@@ -1081,7 +1200,7 @@ int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 	s = shim_srq(srq);
 	srq_attr->max_wr = s->max_wr;
 	srq_attr->max_sge = s->max_sge;
-	srq_attr->srq_limit = 0;
+	srq_attr->srq_limit = __atomic_load_n(&s->srq_limit, __ATOMIC_ACQUIRE);
 	return 0;
 }
 
@@ -1255,26 +1374,89 @@ struct ibv_cq_ex *shim_op_create_cq_ex(struct ibv_context *context,
 	return x;
 }
 
-/* ops.alloc_mw / bind_mw / dealloc_mw (ibv_alloc_mw(3), ibv_bind_mw(3)):
- * memory windows are not implemented: NULL with errno EOPNOTSUPP, or
- * EOPNOTSUPP. */
+/* ops.alloc_mw (ibv_alloc_mw(3)): an unbound memory window of type
+ * IBV_MW_TYPE_1 or IBV_MW_TYPE_2 on pd (RFC 5040 section 2: an STag of its
+ * own naming part of an MR once bound). mw->rkey is its STag; it names no
+ * memory until bound. Returns NULL with errno EINVAL (no PD, other type) or
+ * ENOMEM. */
 struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
-	(void)pd;
-	(void)type;
-	return shim_fail_null(EOPNOTSUPP);
+	struct shim_mw *w;
+	uint32_t rkey = 0;
+	int ret;
+
+	if (!pd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2))
+		return shim_fail_null(EINVAL);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_mw_alloc(shim_pd(pd)->pd, (int)type, &w->mw, &rkey);
+	if (ret) {
+		free(w);
+		return shim_fail_null(-ret);
+	}
+	w->ibv.context = pd->context;
+	w->ibv.pd = pd;
+	w->ibv.rkey = rkey;
+	w->ibv.handle = rkey;
+	w->ibv.type = type;
+	shim_get(&shim_pd(pd)->users);
+	return &w->ibv;
 }
 
+/* ops.bind_mw (ibv_bind_mw(3), type 1 windows; libibverbs' inline wrapper
+ * refuses type 2): posts a Bind MW work request on qp's send queue, so it
+ * takes effect in send-queue order. The new rkey is mw->rkey with its key
+ * byte incremented (ibv_inc_rkey); mw->rkey is set to it when the request
+ * is posted, as rdma-core providers do. A completion (IBV_WC_BIND_MW,
+ * wr_id mw_bind->wr_id) comes if IBV_SEND_SIGNALED or the QP signals all;
+ * a bind that breaks the MR's rules completes with an error (MR without
+ * IBV_ACCESS_MW_BIND, remote write without local write: LOC_ACCESS_ERR;
+ * range outside the MR, other PD: LOC_PROT_ERR). A zero bind_info.length
+ * unbinds. Returns 0 or an errno (EINVAL bad arguments or access bits,
+ * ENOMEM send queue full, QP state errors as ibv_post_send). */
 int shim_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
 {
-	(void)qp;
-	(void)mw;
-	(void)mw_bind;
-	return EOPNOTSUPP;
+	struct shim_qp *q;
+	struct uiw_send_wr u = {0};
+	uint32_t rkey;
+	int bad = 0, ret;
+
+	if (!qp || !mw || !mw_bind || mw->type != IBV_MW_TYPE_1 || mw->pd != qp->pd)
+		return EINVAL;
+	if (mw_bind->send_flags & ~(unsigned)(IBV_SEND_SIGNALED | IBV_SEND_FENCE))
+		return EINVAL;
+	q = shim_qp(qp);
+	rkey = ibv_inc_rkey(mw->rkey);
+	ret = shim_bind_wr(&u, mw, rkey, &mw_bind->bind_info);
+	if (ret)
+		return ret;
+	u.wr_id = mw_bind->wr_id;
+	u.opcode = UIW_WR_BIND_MW;
+	u.flags = mw_bind->send_flags;
+	ret = uiw_qp_post_send(q->qp, &u, 1, &bad);
+	if (ret)
+		return -ret;
+	mw->rkey = rkey;
+	return 0;
 }
 
+/* ops.dealloc_mw (ibv_dealloc_mw(3)): frees the window; a binding it still
+ * has is dropped first (its rkey stops working). Returns 0 or EINVAL. */
 int shim_op_dealloc_mw(struct ibv_mw *mw)
 {
-	(void)mw;
-	return EOPNOTSUPP;
+	struct shim_mw *w;
+	struct ibv_pd *pd;
+	int ret;
+
+	if (!mw)
+		return EINVAL;
+	w = shim_mw(mw);
+	pd = mw->pd;
+	ret = uiw_mw_dealloc(w->mw);
+	if (ret)
+		return -ret;
+	shim_put(&shim_pd(pd)->users);
+	free(w);
+	return 0;
 }

@@ -246,8 +246,8 @@ static void shim_wr_fetch_add(struct ibv_qp_ex *x, uint32_t rkey, uint64_t raddr
 	}
 }
 
-/* Operations an RNIC lacks (memory windows, local invalidate, TSO, UD and
- * XRC addressing, atomic write): the batch fails with EOPNOTSUPP. */
+/* Operations an RNIC lacks (TSO, UD and XRC addressing, atomic write): the
+ * batch fails with EOPNOTSUPP. */
 static void shim_wr_unsupported(struct ibv_qp_ex *x)
 {
 	struct shim_wr_batch *b = shim_qpx(x)->batch;
@@ -256,19 +256,31 @@ static void shim_wr_unsupported(struct ibv_qp_ex *x)
 		shim_wr_fail(b, EOPNOTSUPP);
 }
 
+/* ibv_wr_bind_mw: binds a type 2 window in send-queue order (see
+ * shim_op_bind_mw for the rules and errors); rkey is the window's new
+ * STag, chosen by the caller (usually ibv_inc_rkey(mw->rkey)). A type 1
+ * window or bad arguments fail the batch with EINVAL. */
 static void shim_wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey,
 			    const struct ibv_mw_bind_info *info)
 {
-	(void)mw;
-	(void)rkey;
-	(void)info;
-	shim_wr_unsupported(x);
+	struct shim_wr_ent *e = shim_wr_new(x, UIW_WR_BIND_MW);
+	int err;
+
+	if (!e)
+		return;
+	err = (mw && mw->type == IBV_MW_TYPE_2) ? shim_bind_wr(&e->wr, mw, rkey, info) : EINVAL;
+	if (err)
+		shim_wr_fail(shim_qpx(x)->batch, err);
 }
 
+/* ibv_wr_local_inv: invalidates rkey (an MR or type 2 window STag of the
+ * QP's PD) in send-queue order; IBV_WC_LOCAL_INV completion. */
 static void shim_wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
 {
-	(void)rkey;
-	shim_wr_unsupported(x);
+	struct shim_wr_ent *e = shim_wr_new(x, UIW_WR_LOCAL_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = rkey;
 }
 
 static void shim_wr_send_tso(struct ibv_qp_ex *x, void *hdr, uint16_t hdr_sz, uint16_t mss)
