@@ -1,17 +1,26 @@
 /* libibverbs.so.1 (ours): device list, device/port/GID/pkey queries, the
  * string and rate helpers, fork support. Built against the system
- * <infiniband/verbs.h>, linked to our library (as an application would be). */
+ * <infiniband/verbs.h>, linked to our library (as an application would be).
+ *
+ * The interface-derived answers (GID[0], node GUID, MTU, port state) are
+ * checked in network namespaces this test creates (uiwdev<pid>a / b with
+ * veth pairs, uiwdev<pid>c with only lo), deleted at the end; that part
+ * needs root and iproute2 and is skipped otherwise. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 #include <infiniband/verbs.h>
 
@@ -166,9 +175,9 @@ static void test_gid_pkey(void **state)
 
 	(void)state;
 	assert_int_equal(ibv_query_gid(ctx, 1, 0, &g), 0);
-	/* MAC in bytes 0..5, the rest zero, never all zero */
+	/* MAC in bytes 0..5 (all zero with only lo: test_netns_lo_only), the
+	 * rest zero */
 	assert_memory_equal(g.raw + 6, zero, 10);
-	assert_memory_not_equal(g.raw, zero, 6);
 	assert_int_equal(ibv_query_gid(ctx, 1, 0, &g2), 0);
 	assert_memory_equal(&g, &g2, sizeof(g));
 	assert_int_equal(ibv_query_gid(ctx, 1, 1, &g), -1);
@@ -318,14 +327,383 @@ static void test_newer_nodes(void **state)
 	assert_int_equal(ibv_close_device(ctx), 0);
 }
 
+/* ------------------------------------------------ interfaces (namespaces) */
+
+static char ns_a[32], ns_b[32], ns_c[32];
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static bool ns_possible(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "not root: namespace tests skipped\n");
+		return false;
+	}
+	if (sh("ip -V >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "no iproute2: namespace tests skipped\n");
+		return false;
+	}
+	return true;
+}
+
+static int ns_teardown(void **state)
+{
+	(void)state;
+	if (ns_a[0])
+		sh("ip netns del %s 2>/dev/null", ns_a);
+	if (ns_b[0])
+		sh("ip netns del %s 2>/dev/null", ns_b);
+	if (ns_c[0])
+		sh("ip netns del %s 2>/dev/null", ns_c);
+	ns_a[0] = ns_b[0] = ns_c[0] = 0;
+	return 0;
+}
+
+/* The MAC of dev in ns, as `ip -o link` shows it ("link/ether xx:..."). */
+static bool ip_link_mac(const char *ns, const char *dev, uint8_t mac[6])
+{
+	char cmd[160], line[1024], *p;
+	unsigned int b[6];
+	FILE *f;
+	bool ok = false;
+
+	snprintf(cmd, sizeof(cmd), "ip -n %s -o link show dev %s", ns, dev);
+	f = popen(cmd, "r");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f) && (p = strstr(line, "link/ether ")) &&
+	    sscanf(p + 11, "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) == 6) {
+		for (int i = 0; i < 6; i++)
+			mac[i] = (uint8_t)b[i];
+		ok = true;
+	}
+	pclose(f);
+	return ok;
+}
+
+/* In a forked child (cmocka's asserts must not run there): CHECK prints
+ * the failed condition and exits 1. */
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);      \
+			_exit(1);                                                                  \
+		}                                                                                  \
+	} while (0)
+
+/* The child's view of the device: GID[0] / ndev_ifindex, node GUID, port. */
+struct dev_view {
+	uint8_t gid[16];
+	uint32_t ndev_ifindex;
+	uint8_t guid[8];
+	struct ibv_port_attr port;
+	struct ibv_port_attr compat_port; /* through the exported IBVERBS_1.1 call */
+};
+
+static void view(struct ibv_context *ctx, struct dev_view *v)
+{
+	union ibv_gid g;
+	struct ibv_gid_entry e;
+	struct ibv_device_attr a;
+	__be64 guid;
+
+	memset(v, 0, sizeof(*v));
+	CHECK(ibv_query_gid(ctx, 1, 0, &g) == 0);
+	memcpy(v->gid, g.raw, 16);
+	CHECK(ibv_query_gid_ex(ctx, 1, 0, &e, 0) == 0);
+	CHECK(memcmp(e.gid.raw, g.raw, 16) == 0);
+	v->ndev_ifindex = e.ndev_ifindex;
+	CHECK(ibv_query_device(ctx, &a) == 0);
+	guid = ibv_get_device_guid(ctx->device);
+	CHECK(a.node_guid == guid && a.sys_image_guid == guid);
+	memcpy(v->guid, &guid, 8);
+	CHECK(ibv_query_port(ctx, 1, &v->port) == 0);
+	CHECK(ctx->ops._compat_query_port(ctx, 1,
+					  (struct _compat_ibv_port_attr *)&v->compat_port) == 0);
+	CHECK(v->compat_port.state == v->port.state);
+	CHECK(v->compat_port.active_mtu == v->port.active_mtu);
+}
+
+/* view(), repeated (at most 2 s) until the port state is want: the kernel
+ * updates an interface's operational state (IFF_RUNNING) from its
+ * linkwatch work, shortly after `ip link set` returns. */
+static void view_state(struct ibv_context *ctx, struct dev_view *v, enum ibv_port_state want)
+{
+	for (int i = 0; i < 200; i++) {
+		view(ctx, v);
+		if (v->port.state == want)
+			return;
+		usleep(10000);
+	}
+}
+
+/* EUI-64 of a MAC, as the node GUID is made (siw: addrconf_addr_eui48). */
+static void eui64(const uint8_t mac[6], uint8_t out[8])
+{
+	out[0] = mac[0] ^ 0x02;
+	out[1] = mac[1];
+	out[2] = mac[2];
+	out[3] = 0xff;
+	out[4] = 0xfe;
+	out[5] = mac[3];
+	out[6] = mac[4];
+	out[7] = mac[5];
+}
+
+static void check_view(const struct dev_view *v, const uint8_t mac[6], enum ibv_mtu mtu,
+		       enum ibv_port_state state)
+{
+	static const uint8_t zero[10];
+	uint8_t want_guid[8];
+
+	CHECK(memcmp(v->gid, mac, 6) == 0);
+	CHECK(memcmp(v->gid + 6, zero, 10) == 0);
+	eui64(mac, want_guid);
+	CHECK(memcmp(v->guid, want_guid, 8) == 0);
+	if (v->port.active_mtu != mtu || v->port.max_mtu != mtu)
+		fprintf(stderr, "active_mtu %d max_mtu %d, want %d\n", v->port.active_mtu,
+			v->port.max_mtu, mtu);
+	CHECK(v->port.active_mtu == mtu);
+	CHECK(v->port.max_mtu == mtu);
+	CHECK(v->port.state == state);
+	CHECK(v->port.phys_state == (state == IBV_PORT_ACTIVE ? 5 : 3));
+	CHECK(v->port.link_layer == IBV_LINK_LAYER_ETHERNET);
+	CHECK(v->port.gid_tbl_len == 1);
+}
+
+static int if_index(const char *ns, const char *dev)
+{
+	char cmd[160];
+	FILE *f;
+	int idx = -1;
+
+	snprintf(cmd, sizeof(cmd), "ip -n %s -o link show dev %s", ns, dev);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d:", &idx) != 1)
+		idx = -1;
+	pclose(f);
+	return idx;
+}
+
+/* Runs fn in a child that joined ns; returns its exit status (0 = pass). */
+static int in_ns(const char *ns, void (*fn)(void))
+{
+	char path[64];
+	pid_t pid;
+	int st;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		CHECK(fd >= 0);
+		CHECK(setns(fd, CLONE_NEWNET) == 0);
+		close(fd);
+		fn();
+		_exit(0);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* The veth ends of ns_a: vx0 (created first: lowest ifindex, peer vx1 in
+ * ns_a too), va (peer vb in ns_b). */
+static const uint8_t mac_vx0[6] = {0x02, 0x55, 0x49, 0x57, 0x0a, 0x00};
+static const uint8_t mac_va[6] = {0x02, 0x55, 0x49, 0x57, 0x0a, 0x01};
+static const uint8_t mac_vb[6] = {0x02, 0x55, 0x49, 0x57, 0x0b, 0x01};
+
+/* Each step changes ns_a from outside (ip -n) and checks what the same
+ * open context reports next: nothing may be cached. */
+static void child_veth(void)
+{
+	static const struct {
+		unsigned int mtu;
+		enum ibv_mtu want;
+	} mtus[] = {
+	    {1500, IBV_MTU_1024}, {9000, IBV_MTU_4096}, {4096, IBV_MTU_4096}, {4095, IBV_MTU_2048},
+	    {2048, IBV_MTU_2048}, {2047, IBV_MTU_1024}, {1024, IBV_MTU_1024}, {1023, IBV_MTU_512},
+	    {576, IBV_MTU_512},	  {300, IBV_MTU_256},
+	};
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct dev_view v;
+	uint8_t mac[6];
+	int va = if_index(ns_a, "va"), vx0 = if_index(ns_a, "vx0");
+
+	CHECK(l && l[0]);
+	ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	CHECK(ctx);
+	CHECK(va > 0 && vx0 > 0 && vx0 < va);
+
+	/* vx0 is down (skipped), va is up with a running peer, lo down */
+	CHECK(ip_link_mac(ns_a, "va", mac));
+	CHECK(memcmp(mac, mac_va, 6) == 0);
+	view_state(ctx, &v, IBV_PORT_ACTIVE);
+	check_view(&v, mac, IBV_MTU_1024, IBV_PORT_ACTIVE);
+	CHECK(v.ndev_ifindex == (uint32_t)va);
+
+	/* the MTU mapping, re-read on every query */
+	for (size_t i = 0; i < sizeof(mtus) / sizeof(mtus[0]); i++) {
+		CHECK(sh("ip -n %s link set dev va mtu %u", ns_a, mtus[i].mtu) == 0);
+		view(ctx, &v);
+		if (v.port.active_mtu != mtus[i].want)
+			fprintf(stderr, "MTU %u\n", mtus[i].mtu);
+		check_view(&v, mac_va, mtus[i].want, IBV_PORT_ACTIVE);
+	}
+	CHECK(sh("ip -n %s link set dev va mtu 1500", ns_a) == 0);
+
+	/* the peer goes down: va loses its carrier (not running); with lo down
+	 * too, no interface is running: DOWN, still va's GID and MTU */
+	CHECK(sh("ip -n %s link set dev vb down", ns_b) == 0);
+	view_state(ctx, &v, IBV_PORT_DOWN);
+	check_view(&v, mac_va, IBV_MTU_1024, IBV_PORT_DOWN);
+	/* lo up: the device serves it, so the port is ACTIVE again */
+	CHECK(sh("ip -n %s link set dev lo up", ns_a) == 0);
+	view_state(ctx, &v, IBV_PORT_ACTIVE);
+	check_view(&v, mac_va, IBV_MTU_1024, IBV_PORT_ACTIVE);
+
+	/* vx0 up (lower ifindex than va, no carrier: its peer is down): it is
+	 * now the first up Ethernet interface, GID and MTU follow it */
+	CHECK(sh("ip -n %s link set dev vx0 up mtu 9000", ns_a) == 0);
+	view(ctx, &v);
+	check_view(&v, mac_vx0, IBV_MTU_4096, IBV_PORT_ACTIVE);
+	CHECK(v.ndev_ifindex == (uint32_t)vx0);
+	CHECK(ibv_close_device(ctx) == 0);
+
+	/* a context opened now sees the same */
+	l = ibv_get_device_list(NULL);
+	CHECK(l && l[0]);
+	ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	CHECK(ctx);
+	view(ctx, &v);
+	check_view(&v, mac_vx0, IBV_MTU_4096, IBV_PORT_ACTIVE);
+	CHECK(ibv_close_device(ctx) == 0);
+}
+
+static void test_netns_veth(void **state)
+{
+	(void)state;
+	if (!ns_possible())
+		skip();
+	snprintf(ns_a, sizeof(ns_a), "uiwdev%da", (int)getpid());
+	snprintf(ns_b, sizeof(ns_b), "uiwdev%db", (int)getpid());
+	if (sh("ip netns add %s && ip netns add %s", ns_a, ns_b) != 0) {
+		fprintf(stderr, "cannot create namespaces: skipped\n");
+		skip();
+	}
+	assert_int_equal(
+	    sh("ip -n %s link add vx0 address 02:55:49:57:0a:00 type veth peer name vx1 "
+	       "address 02:55:49:57:0a:10",
+	       ns_a),
+	    0);
+	assert_int_equal(sh("ip -n %s link add va address 02:55:49:57:0a:01 mtu 1500 type veth "
+			    "peer name vb address 02:55:49:57:0b:01 mtu 1500 netns %s",
+			    ns_a, ns_b),
+			 0);
+	assert_int_equal(
+	    sh("ip -n %s addr add 198.51.100.1/24 dev va && ip -n %s link set va up", ns_a, ns_a),
+	    0);
+	assert_int_equal(
+	    sh("ip -n %s addr add 198.51.100.2/24 dev vb && ip -n %s link set vb up", ns_b, ns_b),
+	    0);
+	{
+		uint8_t m[6];
+
+		assert_true(ip_link_mac(ns_b, "vb", m));
+		assert_memory_equal(m, mac_vb, 6);
+	}
+	assert_int_equal(in_ns(ns_a, child_veth), 0);
+}
+
+/* A namespace with only lo: the device opens and answers, GID[0] is zero
+ * (lo's MAC, ndev lo), the MTU is lo's (65536: IBV_MTU_4096), the port is
+ * DOWN while lo is down and ACTIVE once it is up (rdma_cm over lo). */
+static void child_lo_only(void)
+{
+	static const uint8_t zero[6];
+	struct ibv_device **l;
+	struct ibv_context *ctx;
+	struct dev_view v;
+	int n = 0, lo = if_index(ns_c, "lo");
+
+	l = ibv_get_device_list(&n);
+	CHECK(l && l[0] && n == 1);
+	ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	CHECK(ctx);
+	CHECK(lo > 0);
+	view(ctx, &v);
+	check_view(&v, zero, IBV_MTU_4096, IBV_PORT_DOWN);
+	CHECK(v.ndev_ifindex == (uint32_t)lo);
+	CHECK(sh("ip -n %s link set dev lo up", ns_c) == 0);
+	view_state(ctx, &v, IBV_PORT_ACTIVE);
+	check_view(&v, zero, IBV_MTU_4096, IBV_PORT_ACTIVE);
+	/* lo's MTU, mapped */
+	CHECK(sh("ip -n %s link set dev lo mtu 1500", ns_c) == 0);
+	view(ctx, &v);
+	check_view(&v, zero, IBV_MTU_1024, IBV_PORT_ACTIVE);
+	/* objects still work */
+	{
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_cq *cq;
+
+		CHECK(pd);
+		cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		CHECK(cq);
+		CHECK(ibv_destroy_cq(cq) == 0);
+		CHECK(ibv_dealloc_pd(pd) == 0);
+	}
+	CHECK(ibv_close_device(ctx) == 0);
+}
+
+static void test_netns_lo_only(void **state)
+{
+	(void)state;
+	if (!ns_possible())
+		skip();
+	snprintf(ns_c, sizeof(ns_c), "uiwdev%dc", (int)getpid());
+	if (sh("ip netns add %s", ns_c) != 0) {
+		fprintf(stderr, "cannot create a namespace: skipped\n");
+		skip();
+	}
+	assert_int_equal(in_ns(ns_c, child_lo_only), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_newer_nodes),	       cmocka_unit_test(test_device_list),
-	    cmocka_unit_test(test_open_close),	       cmocka_unit_test(test_query_device),
-	    cmocka_unit_test(test_query_port),	       cmocka_unit_test(test_gid_pkey),
-	    cmocka_unit_test(test_strings_rates_fork), cmocka_unit_test(test_async_fd_nonblocking),
+	    cmocka_unit_test(test_newer_nodes),
+	    cmocka_unit_test(test_device_list),
+	    cmocka_unit_test(test_open_close),
+	    cmocka_unit_test(test_query_device),
+	    cmocka_unit_test(test_query_port),
+	    cmocka_unit_test(test_gid_pkey),
+	    cmocka_unit_test(test_strings_rates_fork),
+	    cmocka_unit_test(test_async_fd_nonblocking),
 	    cmocka_unit_test(test_unsupported),
+	    cmocka_unit_test_teardown(test_netns_veth, ns_teardown),
+	    cmocka_unit_test_teardown(test_netns_lo_only, ns_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,23 +3,26 @@
  *
  * There is one device for every interface (rdma_cm resolves any local
  * address to it), named "uiw0" unless UIWARP_DEV_NAME says otherwise. No
- * sysfs, no netlink RDMA, no /dev/infiniband: everything is answered here.
+ * sysfs, no netlink RDMA, no /dev/infiniband: everything is answered here,
+ * the interface facts (GID, GUID, MTU, port state) from rtnetlink.
  * Sources: the rdma-core 44 verbs man pages (ibv_get_device_list(3),
  * ibv_open_device(3), ibv_query_device(3), ibv_query_port(3),
- * ibv_query_gid(3), ibv_get_async_event(3), ibv_fork_init(3)).
+ * ibv_query_gid(3), ibv_get_async_event(3), ibv_fork_init(3)); Linux's
+ * siw (drivers/infiniband/sw/siw: siw_query_port, siw_device_create) for
+ * what a software iWARP device derives from its netdev.
  */
 #include <arpa/inet.h>
 #include <endian.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <linux/if_packet.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "netlink/uiw_netlink.h"
 #include "verbs-shim/ibverbs/internal.h"
 
 /* Vendor identity: Chelsio (PCI vendor 0x1425) with a T6 part ID
@@ -35,41 +38,88 @@
 #define SHIM_VENDOR_PART_ID 0x6000
 #define SHIM_HW_VER 1
 
-/* A stable, locally administered made-up MAC ("uiw" + 1) for hosts without a
- * non-loopback interface. */
-static const uint8_t shim_fallback_mac[6] = {0x02, 0x75, 0x69, 0x77, 0x00, 0x01};
-
 static struct ibv_device shim_dev;
-static uint8_t shim_mac[6];
-static int shim_ifindex;
 static pthread_once_t shim_dev_once = PTHREAD_ONCE_INIT;
 
-/* Finds the MAC of the first non-loopback interface that has one. Uses
- * getifaddrs (rtnetlink), never /sys. */
-static void shim_find_mac(void)
+/* What the device reports from the network interfaces, asked of the kernel
+ * over rtnetlink (netlink/uiw_netlink.h) on every query that needs it:
+ * nothing is cached, so a changed MTU, MAC or link state shows up on the
+ * next ibv_query_port / ibv_query_gid, and nothing runs before the first
+ * call (a library constructor would run in every process qperf forks).
+ *
+ * The port's interface, as siw and iw_cxgb4 have one netdev per port, is the
+ * first up, non-loopback Ethernet interface in ifindex order, or the
+ * loopback interface when there is none (a namespace with only lo): GID[0]
+ * is its MAC (all zero for lo), the node GUID the EUI-64 of that MAC, and
+ * active_mtu / max_mtu its MTU (siw_query_port: ib_mtu_int_to_enum of the
+ * netdev's MTU). The port state follows the operational state, as siw's
+ * does, but of every interface the one device serves (rdma_cm resolves any
+ * local address, loopback included, to it): ACTIVE while at least one
+ * interface is up and running (IFF_UP and IFF_RUNNING, i.e. oper up), so
+ * rdma_cm over lo keeps working when no Ethernet link has a carrier; DOWN
+ * (phys_state Disabled) when none is, e.g. a fresh namespace whose lo is
+ * still down, where no connection could be made anyway. Should netlink
+ * itself fail, the device still opens: zero GID, IBV_MTU_1024, ACTIVE. */
+struct shim_netdev {
+	int ifindex;	   /* the port's interface; 0 if unknown */
+	uint8_t mac[6];	   /* its MAC; zero for lo or unknown */
+	unsigned int mtu;  /* its MTU in bytes; 0 if unknown */
+	bool some_running; /* some interface is up and running */
+};
+
+static bool shim_is_port_ether(const struct uiw_nl_link *l)
 {
-	struct ifaddrs *ifa, *i;
+	static const uint8_t zero[6];
 
-	memcpy(shim_mac, shim_fallback_mac, sizeof(shim_mac));
-	shim_ifindex = 0;
-	if (getifaddrs(&ifa) != 0)
+	return (l->flags & IFF_UP) && !(l->flags & IFF_LOOPBACK) && l->type == ARPHRD_ETHER &&
+	       l->hwaddr_len == 6 && memcmp(l->hwaddr, zero, 6) != 0;
+}
+
+static void shim_netdev_get(struct shim_netdev *nd)
+{
+	struct uiw_nl_link *v;
+	const struct uiw_nl_link *port = NULL, *lo = NULL;
+	size_t n;
+
+	memset(nd, 0, sizeof(*nd));
+	if (uiw_nl_links(&v, &n) != 0) {
+		nd->some_running = true; /* unknown: stay usable, as before netlink */
 		return;
-	for (i = ifa; i; i = i->ifa_next) {
-		const struct sockaddr_ll *ll;
-		static const uint8_t zero[6];
-
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_PACKET)
-			continue;
-		if (i->ifa_flags & IFF_LOOPBACK)
-			continue;
-		ll = (const struct sockaddr_ll *)i->ifa_addr;
-		if (ll->sll_halen != 6 || memcmp(ll->sll_addr, zero, 6) == 0)
-			continue;
-		memcpy(shim_mac, ll->sll_addr, 6);
-		shim_ifindex = ll->sll_ifindex;
-		break;
 	}
-	freeifaddrs(ifa);
+	for (size_t i = 0; i < n; i++) {
+		if ((v[i].flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING))
+			nd->some_running = true;
+		if (!port && shim_is_port_ether(&v[i]))
+			port = &v[i];
+		if (!lo && (v[i].flags & IFF_LOOPBACK))
+			lo = &v[i];
+	}
+	if (port) {
+		nd->ifindex = port->ifindex;
+		memcpy(nd->mac, port->hwaddr, 6);
+		nd->mtu = port->mtu;
+	} else if (lo) {
+		nd->ifindex = lo->ifindex;
+		nd->mtu = lo->mtu;
+	}
+	uiw_nl_links_free(v, n);
+}
+
+/* An interface MTU as the largest IBV_MTU_256..4096 not above it (256 for
+ * less), as the kernel's ib_mtu_int_to_enum; IBV_MTU_1024 when unknown. */
+static enum ibv_mtu shim_mtu_enum(unsigned int mtu)
+{
+	if (mtu == 0)
+		return IBV_MTU_1024;
+	if (mtu >= 4096)
+		return IBV_MTU_4096;
+	if (mtu >= 2048)
+		return IBV_MTU_2048;
+	if (mtu >= 1024)
+		return IBV_MTU_1024;
+	if (mtu >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
 }
 
 static void shim_dev_init(void)
@@ -84,7 +134,6 @@ static void shim_dev_init(void)
 	snprintf(shim_dev.name, sizeof(shim_dev.name), "%s", name);
 	snprintf(shim_dev.dev_name, sizeof(shim_dev.dev_name), "uverbs0");
 	/* dev_path / ibdev_path stay empty: there is no sysfs node. */
-	shim_find_mac();
 }
 
 struct ibv_device *shim_device(void)
@@ -95,30 +144,32 @@ struct ibv_device *shim_device(void)
 
 void shim_device_gid(union ibv_gid *gid, int *ifindex)
 {
-	shim_device();
+	struct shim_netdev nd;
+
+	shim_netdev_get(&nd);
 	memset(gid, 0, sizeof(*gid));
-	memcpy(gid->raw, shim_mac, 6);
+	memcpy(gid->raw, nd.mac, 6);
 	if (ifindex)
-		*ifindex = shim_ifindex;
+		*ifindex = nd.ifindex;
+}
+
+/* The EUI-64 of a MAC (universal/local bit flipped, ff:fe inserted), in
+ * network order: what siw makes its node GUID from (addrconf_addr_eui48). */
+static __be64 shim_eui64(const uint8_t mac[6])
+{
+	uint8_t e[8] = {mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]};
+	uint64_t g;
+
+	memcpy(&g, e, 8);
+	return (__be64)g;
 }
 
 __be64 shim_device_guid(void)
 {
-	uint8_t e[8];
-	uint64_t g;
+	struct shim_netdev nd;
 
-	shim_device();
-	/* EUI-64 from the MAC (universal/local bit flipped, ff:fe inserted). */
-	e[0] = shim_mac[0] ^ 0x02;
-	e[1] = shim_mac[1];
-	e[2] = shim_mac[2];
-	e[3] = 0xff;
-	e[4] = 0xfe;
-	e[5] = shim_mac[3];
-	e[6] = shim_mac[4];
-	e[7] = shim_mac[5];
-	memcpy(&g, e, 8); /* already in network order */
-	return (__be64)g;
+	shim_netdev_get(&nd);
+	return shim_eui64(nd.mac);
 }
 
 static bool shim_is_our_device(struct ibv_device *device)
@@ -157,7 +208,8 @@ const char *ibv_get_device_name(struct ibv_device *device)
 	return device ? device->name : NULL;
 }
 
-/* ibv_get_device_guid(3): the node GUID, big-endian. */
+/* ibv_get_device_guid(3): the node GUID, big-endian (EUI-64 of GID[0]'s
+ * MAC). */
 __be64 ibv_get_device_guid(struct ibv_device *device)
 {
 	(void)device;
@@ -344,10 +396,14 @@ int shim_op_query_device_ex(struct ibv_context *context,
 
 static void shim_fill_port_attr(struct ibv_port_attr *p)
 {
+	struct shim_netdev nd;
+
+	shim_netdev_get(&nd);
 	memset(p, 0, sizeof(*p));
-	p->state = IBV_PORT_ACTIVE;
-	p->max_mtu = IBV_MTU_4096;
-	p->active_mtu = IBV_MTU_1024; /* 1500-byte Ethernet, as siw reports */
+	p->state = nd.some_running ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	/* siw: the interface's MTU for both */
+	p->active_mtu = shim_mtu_enum(nd.mtu);
+	p->max_mtu = p->active_mtu;
 	p->gid_tbl_len = 1;
 	p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP;
 	p->max_msg_sz = SHIM_MAX_MSG_SZ;
@@ -356,7 +412,7 @@ static void shim_fill_port_attr(struct ibv_port_attr *p)
 	/* TCP has no link rate; report 4X EDR (100 Gb/s). */
 	p->active_width = 2;  /* 4X */
 	p->active_speed = 32; /* EDR */
-	p->phys_state = 5;    /* LinkUp */
+	p->phys_state = nd.some_running ? 5 /* LinkUp */ : 3 /* Disabled */;
 	p->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
@@ -391,7 +447,8 @@ int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 				  offsetof(struct ibv_port_attr, port_cap_flags2));
 }
 
-/* ibv_query_gid(3): GID[0] of port 1 (the MAC in bytes 0..5). Returns 0, or
+/* ibv_query_gid(3): GID[0] of port 1 (the port interface's MAC in bytes
+ * 0..5, zero when that is lo; read now, see struct shim_netdev). Returns 0, or
  * -1 with errno EINVAL for another port or index. */
 int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
 {
@@ -405,7 +462,8 @@ int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, unio
 }
 
 /* ibv_query_gid_ex(3) (entry_size: the caller's struct size): GID[0] with
- * type IB (what iWARP kernel drivers report) and the interface index.
+ * type IB (what iWARP kernel drivers report) and the port interface's index
+ * (0 if unknown).
  * Returns 0, EINVAL (bad port/index/flags/size), ENODATA never. */
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
 		      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
