@@ -108,7 +108,9 @@ static bool qp_connectable(struct uiw_qp *qp)
 	return ok;
 }
 
-static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
+/* A non-blocking TCP socket for dst's family, bound to src if given.
+ * Returns it or -errno. */
+static int tcp_socket(const struct sockaddr *src, const struct sockaddr *dst)
 {
 	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -123,18 +125,13 @@ static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, i
 			return -e;
 		}
 	}
-	/* A host whose RNIC listens on a mapped port says so through its port
-	 * mapper (iwpmd, UDP 3935): ask first, fall back to the application's
-	 * port on reject, no mapper or a short timeout (docs/iwpm.md). The
-	 * query's time counts against the connect timeout. */
-	struct sockaddr_storage local, to;
-	socklen_t ll = sizeof(local);
-	bool have_local = getsockname(fd, (struct sockaddr *)&local, &ll) == 0 && src;
-	uint64_t t0 = now_ms();
-	if (iwpm_query(have_local ? (struct sockaddr *)&local : NULL, dst, -1, &to) > 0)
-		dst = (const struct sockaddr *)&to;
-	uint64_t spent = now_ms() - t0;
-	timeout_ms = spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent;
+	return fd;
+}
+
+/* Connects fd to dst within timeout_ms. Returns fd, or -errno after
+ * closing it. */
+static int tcp_connect_fd(int fd, const struct sockaddr *dst, int timeout_ms)
+{
 	if (connect(fd, dst, sa_len(dst)) < 0) {
 		if (errno != EINPROGRESS) {
 			int e = errno;
@@ -159,6 +156,51 @@ static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, i
 		}
 	}
 	return fd;
+}
+
+/* How long a refused TCP connect (RST: nothing listens yet) is retried
+ * (UIWARP_CONNECT_RETRY_MS, default 250 ms, 0: never) before it is reported
+ * as refused. Some programs tell the peer their
+ * rdma_cm port before they listen on it (qperf 0.4.11's cm_open_server
+ * sends the port, then calls rdma_listen; fixed upstream in qperf commit
+ * 118a571 "Fix rdmacm race", in no release yet), and uiwarp's active side
+ * connects within a millisecond of learning the port (no ARP, no path
+ * query), so its SYN can beat the promised listen(); hardware loses that
+ * race only rarely because its address and route resolution take longer.
+ * A refusal that persists is still reported (REJECTED), this much later. */
+static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
+{
+	uint64_t t0 = now_ms();
+	int fd = tcp_socket(src, dst);
+	if (fd < 0)
+		return fd;
+	/* A host whose RNIC listens on a mapped port says so through its port
+	 * mapper (iwpmd, UDP 3935): ask first, fall back to the application's
+	 * port on reject, no mapper or a short timeout (docs/iwpm.md). The
+	 * query's time counts against the connect timeout. */
+	struct sockaddr_storage local, to;
+	socklen_t ll = sizeof(local);
+	bool have_local = getsockname(fd, (struct sockaddr *)&local, &ll) == 0 && src;
+	if (iwpm_query(have_local ? (struct sockaddr *)&local : NULL, dst, -1, &to) > 0)
+		dst = (const struct sockaddr *)&to;
+	unsigned backoff_ms = 1;
+	for (;;) {
+		uint64_t spent = now_ms() - t0;
+		fd = tcp_connect_fd(fd, dst,
+				    spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent);
+		if (fd != -ECONNREFUSED)
+			return fd;
+		spent = now_ms() - t0;
+		if (spent + backoff_ms > (uint64_t)uiw_config_get()->connect_retry_ms ||
+		    spent + backoff_ms >= (uint64_t)timeout_ms)
+			return fd;
+		struct timespec nap = {0, (long)backoff_ms * 1000000};
+		nanosleep(&nap, NULL);
+		backoff_ms = backoff_ms >= 32 ? 64 : backoff_ms * 2;
+		fd = tcp_socket(src, dst);
+		if (fd < 0)
+			return fd;
+	}
 }
 
 int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sockaddr *dst,

@@ -8,6 +8,7 @@
  * | UIWARP_RTR            | both    | RTR kinds offered: write, read, both or send   |
  * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
+ * | UIWARP_CONNECT_RETRY_MS | 250   | retry a refused TCP connect this long (0: no) |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
  * | UIWARP_TCP_MAXSEG     | (path)  | clamp the TCP MSS (tests of small-MTU paths)   |
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
@@ -60,6 +61,8 @@ static void config_load(void)
 		cfg.mpa.timeout_ms = (int)t;
 	t = env_long("UIWARP_CONNECT_TIMEOUT_MS", 10000);
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
+	t = env_long("UIWARP_CONNECT_RETRY_MS", 250);
+	cfg.connect_retry_ms = t >= 0 && t <= 60000 ? (int)t : 250;
 	cfg.mpa.rfc7306 = env_long("UIWARP_RFC7306", 0) != 0;
 	long mk = env_long("UIWARP_MPA_MARKERS", 0);
 	cfg.mpa.markers = mk >= 1;

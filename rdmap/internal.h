@@ -20,6 +20,7 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	int connect_timeout_ms;
+	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int tcp_maxseg;	 /* TCP_MAXSEG to set, 0 for the path's */
 	int rx_spin_us;	 /* busy-poll the stream this long (us) before blocking */
 	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */

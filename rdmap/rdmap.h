@@ -356,8 +356,10 @@ struct uiw_conn_info {
 /* Active side (RFC 5044 §7.1.1, RFC 6581): TCP-connects to dst (from src
  * if given), sends the MPA Request with param, reads the Reply, sends the
  * RTR, starts the QP's engine threads and moves it to RTS. Blocks up to
- * timeout_ms (< 0: the configured MPA timeout). Fills *info (the reply's
- * private data). Errors: -ECONNREFUSED (TCP refused, or MPA reject: then
+ * timeout_ms (< 0: the configured MPA timeout). A refused TCP connect is
+ * retried for up to UIWARP_CONNECT_RETRY_MS (250 ms) first (a peer may
+ * announce its port just before it listens; rdmap/cm.c). Fills *info
+ * (the reply's private data). Errors: -ECONNREFUSED (TCP refused, or MPA reject: then
  * info->private_data holds the reject's data and *rejected is set),
  * -ETIMEDOUT, -EHOSTUNREACH/-ENETUNREACH, -EPROTO (bad reply; a Terminate
  * was sent), -EINVAL (QP not in INIT/RTR/RTS-unconnected, private data too

@@ -1,14 +1,37 @@
 /* rdma_getaddrinfo / rdma_freeaddrinfo: numeric and named hosts, passive
- * wildcard, RAI_NUMERICHOST, ports, defaults (RDMA_PS_TCP, IBV_QPT_RC). */
+ * wildcard, RAI_NUMERICHOST, ports, defaults (RDMA_PS_TCP, IBV_QPT_RC).
+ * The RDMACM_1.4 calls of rdma-core 60 (rdma_resolve_addrinfo,
+ * rdma_query_addrinfo, rdma_write_cm_event), imported with their version
+ * node as a program built against rdma-core 60 imports them: this program
+ * does not load if the node is missing; and RDMACM_1.5's repoll_* on the
+ * channel fd. */
 #include <errno.h>
 #include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/epoll.h>
 #include <cmocka.h>
 #include <rdma/rdma_cma.h>
+
+#include "cm_util.h"
+
+/* rdma-core 60's declarations and constants (the system headers are 44's) */
+int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, const char *service,
+			  const struct rdma_addrinfo *hints);
+int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info);
+int rdma_write_cm_event(struct rdma_cm_id *id, enum rdma_cm_event_type event, int status,
+			uint64_t arg);
+#define EV_ADDRINFO_RESOLVED ((enum rdma_cm_event_type)16)
+#define EV_USER ((enum rdma_cm_event_type)18)
+#define RAI_SA_60 0x00000010
+/* RDMACM_1.5 (rdma-core master after v64, <rdma/rsocket.h>) */
+int repoll_create(int flags);
+int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+int repoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
 
 static void test_numeric_active(void **state)
 {
@@ -119,12 +142,98 @@ static void test_errors(void **state)
 	rdma_freeaddrinfo(NULL);
 }
 
+static void test_resolve_addrinfo(void **state)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_addrinfo hints, *res = NULL;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	(void)state;
+	assert_non_null(ch);
+	assert_int_equal(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	assert_int_equal(rdma_query_addrinfo(id, &res), -1); /* nothing resolved */
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(rdma_resolve_addrinfo(id, "127.0.0.1", "7471", NULL), 0);
+	errno = 0;
+	assert_int_equal(rdma_resolve_addrinfo(id, "127.0.0.1", "7471", NULL), -1);
+	assert_int_equal(errno, EBUSY); /* the first result was not queried */
+	ev = cm_expect(ch, EV_ADDRINFO_RESOLVED, 2000);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, id);
+	assert_int_equal(ev->status, 0);
+	assert_string_equal(rdma_event_str(ev->event), "RDMA_CM_EVENT_ADDRINFO_RESOLVED");
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_query_addrinfo(id, &res), 0);
+	assert_non_null(res);
+	assert_int_equal(res->ai_family, AF_INET);
+	assert_int_equal(((struct sockaddr_in *)res->ai_dst_addr)->sin_port, htons(7471));
+	rdma_freeaddrinfo(res);
+	errno = 0;
+	assert_int_equal(rdma_query_addrinfo(id, &res), -1); /* taken */
+	assert_int_equal(errno, ENOENT);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_SA_60; /* IB SA: not on iWARP */
+	errno = 0;
+	assert_int_equal(rdma_resolve_addrinfo(id, NULL, "1", &hints), -1);
+	assert_int_equal(errno, EOPNOTSUPP);
+	hints.ai_flags = RAI_NUMERICHOST;
+	assert_int_equal(rdma_resolve_addrinfo(id, "no.such.host.invalid", "1", &hints), -1);
+	/* a result left unqueried is freed with the id (ASan: no leak) */
+	assert_int_equal(rdma_resolve_addrinfo(id, "::1", "7", NULL), 0);
+	ev = cm_expect(ch, EV_ADDRINFO_RESOLVED, 2000);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_destroy_id(id), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+static void test_write_cm_event(void **state)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct epoll_event ee = {.events = EPOLLIN};
+	uint64_t arg;
+	int epfd;
+
+	(void)state;
+	assert_non_null(ch);
+	assert_int_equal(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	assert_int_equal(rdma_write_cm_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, 1), -1);
+	assert_int_equal(errno, EINVAL);
+	/* the event wakes an epoll on the channel fd (repoll_*: RDMACM_1.5) */
+	epfd = repoll_create(EPOLL_CLOEXEC);
+	assert_true(epfd >= 0);
+	assert_int_equal(repoll_ctl(epfd, EPOLL_CTL_ADD, ch->fd, &ee), 0);
+	assert_int_equal(repoll_wait(epfd, &ee, 1, 0), 0);
+	assert_int_equal(rdma_write_cm_event(id, EV_USER, -7, 0x1122334455667788ull), 0);
+	assert_int_equal(repoll_wait(epfd, &ee, 1, 2000), 1);
+	close(epfd);
+	ev = cm_expect(ch, EV_USER, 2000);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, id);
+	assert_int_equal(ev->status, -7);
+	memcpy(&arg, &ev->param, sizeof(arg)); /* rdma-core 60: ev->param.arg */
+	assert_true(arg == 0x1122334455667788ull);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_destroy_id(id), 0);
+	rdma_destroy_event_channel(ch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_numeric_active), cmocka_unit_test(test_no_service_port_zero),
-	    cmocka_unit_test(test_passive),	   cmocka_unit_test(test_named_and_numerichost),
-	    cmocka_unit_test(test_ipv6),	   cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_numeric_active),
+	    cmocka_unit_test(test_no_service_port_zero),
+	    cmocka_unit_test(test_passive),
+	    cmocka_unit_test(test_named_and_numerichost),
+	    cmocka_unit_test(test_ipv6),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_resolve_addrinfo),
+	    cmocka_unit_test(test_write_cm_event),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,10 @@
  * with private data both ways, a Send/Recv each way with the data checked,
  * reject with private data (REJECTED), disconnect giving exactly one
  * DISCONNECTED on each side, and the synchronous endpoint API
- * (rdma_create_ep / rdma_get_request / blocking connect and accept). */
+ * (rdma_create_ep / rdma_get_request / blocking connect and accept);
+ * connections closed right after they are established (cmtime's pattern:
+ * rdma_disconnect and rdma_destroy_qp at once) giving DISCONNECTED on both
+ * sides, after ESTABLISHED. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -315,6 +318,68 @@ static void test_connect_refused(void **state)
 	rdma_destroy_event_channel(p.cch);
 }
 
+/* The active side connects to a bound port a moment before the passive
+ * side calls rdma_listen (qperf 0.4.11 tells its client the port first):
+ * the connection must still be made, not REJECTED. */
+static void test_connect_before_listen(void **state)
+{
+	struct pair p;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = lo(0);
+	struct timespec nap = {0, 40 * 1000000};
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	p.sch = rdma_create_event_channel();
+	p.cch = rdma_create_event_channel();
+	assert_non_null(p.sch);
+	assert_non_null(p.cch);
+	assert_int_equal(rdma_create_id(p.sch, &p.listen, (void *)0x5eed, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(p.listen, (struct sockaddr *)&a), 0);
+	p.port = ntohs(rdma_get_src_port(p.listen));
+	assert_int_not_equal(p.port, 0);
+	assert_int_equal(rdma_create_id(p.cch, &p.client, NULL, RDMA_PS_TCP), 0);
+	a = lo(p.port);
+	assert_int_equal(rdma_resolve_addr(p.client, NULL, (struct sockaddr *)&a, 2000), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_resolve_route(p.client, 2000), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	side_init(&p.c, p.client);
+	assert_int_equal(rdma_connect(p.client, NULL), 0);
+	nanosleep(&nap, NULL); /* the client's first SYN is refused */
+	assert_int_equal(rdma_listen(p.listen, 4), 0);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, EV_MS);
+	assert_non_null(ev);
+	p.server = ev->id;
+	rdma_ack_cm_event(ev);
+	side_init(&p.s, p.server);
+	assert_int_equal(rdma_accept(p.server, NULL), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_disconnect(p.client), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	side_fini(&p.s, p.server);
+	side_fini(&p.c, p.client);
+	rdma_destroy_id(p.server);
+	rdma_destroy_id(p.client);
+	rdma_destroy_id(p.listen);
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+}
+
 /* ------------------------------------------- synchronous endpoints */
 
 struct ep_server {
@@ -404,13 +469,230 @@ static void test_sync_endpoints(void **state)
 	rdma_destroy_ep(sv.listen);
 }
 
+/* ------------------------------------- connect and close at once (cmtime) */
+
+#define BURST 16
+
+/* The server side of test_connect_close_burst: accepts every request with a
+ * QP of its own (library PD and CQs, as cmtime does) and records, per
+ * connection, the order of ESTABLISHED and DISCONNECTED. */
+struct burst_server {
+	struct rdma_cm_id *ids[BURST];
+	int established[BURST], disconnected[BURST];
+	int n, order_errors, other_events;
+};
+
+static int burst_index(struct burst_server *b, struct rdma_cm_id *id)
+{
+	for (int i = 0; i < b->n; i++)
+		if (b->ids[i] == id)
+			return i;
+	return -1;
+}
+
+static void burst_server_event(struct burst_server *b, struct rdma_cm_event *ev)
+{
+	struct ibv_qp_init_attr attr;
+	int i;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		assert_true(b->n < BURST);
+		b->ids[b->n++] = ev->id;
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_type = IBV_QPT_RC;
+		attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+		assert_int_equal(rdma_create_qp(ev->id, NULL, &attr), 0);
+		assert_int_equal(rdma_accept(ev->id, NULL), 0);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		i = burst_index(b, ev->id);
+		assert_true(i >= 0);
+		if (b->disconnected[i])
+			b->order_errors++;
+		b->established[i]++;
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		i = burst_index(b, ev->id);
+		assert_true(i >= 0);
+		if (!b->established[i])
+			b->order_errors++;
+		b->disconnected[i]++;
+		break;
+	default:
+		fprintf(stderr, "server: unexpected %s status %d\n", rdma_event_str(ev->event),
+			ev->status);
+		b->other_events++;
+	}
+	rdma_ack_cm_event(ev);
+}
+
+static int burst_count(const int *v)
+{
+	int n = 0;
+
+	for (int i = 0; i < BURST; i++)
+		n += v[i] != 0;
+	return n;
+}
+
+/* cmtime's pattern: BURST clients connect at once; as soon as a client has
+ * its ESTABLISHED it calls rdma_disconnect and at once rdma_destroy_qp,
+ * then waits for its DISCONNECTED. Every client must get it (the kernel's
+ * iw_cm reports the close after the QP is gone), and every server id
+ * ESTABLISHED then DISCONNECTED, exactly once each, even when the close
+ * races with the server's accept waiting for the RTR. */
+static void test_connect_close_burst(void **state)
+{
+	struct rdma_event_channel *sch, *cch;
+	struct rdma_cm_id *listen, *cl[BURST];
+	struct burst_server b;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = lo(0);
+	int c_est[BURST] = {0}, c_disc[BURST] = {0}, c_other = 0;
+	struct timespec t0, t;
+
+	(void)state;
+	memset(&b, 0, sizeof(b));
+	sch = rdma_create_event_channel();
+	cch = rdma_create_event_channel();
+	assert_non_null(sch);
+	assert_non_null(cch);
+	assert_int_equal(rdma_create_id(sch, &listen, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(listen, (struct sockaddr *)&a), 0);
+	assert_int_equal(rdma_listen(listen, 0), 0);
+	a = lo(ntohs(rdma_get_src_port(listen)));
+	for (int i = 0; i < BURST; i++) {
+		struct ibv_qp_init_attr attr;
+
+		assert_int_equal(rdma_create_id(cch, &cl[i], &c_est[i], RDMA_PS_TCP), 0);
+		assert_int_equal(rdma_resolve_addr(cl[i], NULL, (struct sockaddr *)&a, 2000), 0);
+		ev = cm_expect(cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
+		assert_non_null(ev);
+		rdma_ack_cm_event(ev);
+		assert_int_equal(rdma_resolve_route(cl[i], 2000), 0);
+		ev = cm_expect(cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
+		assert_non_null(ev);
+		rdma_ack_cm_event(ev);
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_type = IBV_QPT_RC;
+		attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+		assert_int_equal(rdma_create_qp(cl[i], NULL, &attr), 0);
+	}
+	for (int i = 0; i < BURST; i++)
+		assert_int_equal(rdma_connect(cl[i], NULL), 0);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (burst_count(c_disc) < BURST || burst_count(b.disconnected) < BURST) {
+		struct pollfd p[2] = {{.fd = sch->fd, .events = POLLIN},
+				      {.fd = cch->fd, .events = POLLIN}};
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			fail_msg("timeout: clients %d/%d disconnected, server %d established %d "
+				 "disconnected",
+				 burst_count(c_est), burst_count(c_disc),
+				 burst_count(b.established), burst_count(b.disconnected));
+		if (poll(p, 2, 200) <= 0)
+			continue;
+		if ((p[0].revents & POLLIN) && !rdma_get_cm_event(sch, &ev))
+			burst_server_event(&b, ev);
+		if ((p[1].revents & POLLIN) && !rdma_get_cm_event(cch, &ev)) {
+			int i = (int)((int *)ev->id->context - c_est);
+
+			assert_true(i >= 0 && i < BURST);
+			if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+				c_est[i]++;
+				/* close at once, as cmtime does */
+				assert_int_equal(rdma_disconnect(ev->id), 0);
+				rdma_destroy_qp(ev->id);
+			} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+				if (!c_est[i])
+					c_other++;
+				c_disc[i]++;
+			} else {
+				fprintf(stderr, "client: unexpected %s status %d\n",
+					rdma_event_str(ev->event), ev->status);
+				c_other++;
+			}
+			rdma_ack_cm_event(ev);
+		}
+	}
+	no_more_events(cch);
+	no_more_events(sch);
+	assert_int_equal(c_other, 0);
+	assert_int_equal(b.other_events, 0);
+	assert_int_equal(b.order_errors, 0);
+	assert_int_equal(b.n, BURST);
+	for (int i = 0; i < BURST; i++) {
+		assert_int_equal(c_est[i], 1);
+		assert_int_equal(c_disc[i], 1);
+		assert_int_equal(b.established[i], 1);
+		assert_int_equal(b.disconnected[i], 1);
+		assert_int_equal(rdma_disconnect(b.ids[i]), 0); /* closed already: fine */
+		rdma_destroy_qp(b.ids[i]);
+		assert_int_equal(rdma_destroy_id(b.ids[i]), 0);
+		assert_int_equal(rdma_destroy_id(cl[i]), 0);
+	}
+	assert_int_equal(rdma_destroy_id(listen), 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
+/* rdma_disconnect then rdma_destroy_qp before the peer has answered the
+ * FIN: the client still gets exactly one DISCONNECTED, and the server
+ * (which never calls rdma_disconnect) its own. */
+static void test_disconnect_then_destroy_qp(void **state)
+{
+	struct pair p;
+	struct rdma_cm_event *ev;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	listen_and_resolve(&p);
+	ev = connect_and_request(&p, "close soon");
+	p.server = ev->id;
+	rdma_ack_cm_event(ev);
+	side_init(&p.s, p.server);
+	assert_int_equal(rdma_accept(p.server, NULL), 0);
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	assert_int_equal(rdma_disconnect(p.client), 0);
+	side_fini(&p.c, p.client); /* rdma_destroy_qp at once */
+	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.client);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
+	assert_non_null(ev);
+	rdma_ack_cm_event(ev);
+	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
+	assert_non_null(ev);
+	assert_ptr_equal(ev->id, p.server);
+	rdma_ack_cm_event(ev);
+	no_more_events(p.cch);
+	no_more_events(p.sch);
+	side_fini(&p.s, p.server);
+	rdma_destroy_id(p.server);
+	rdma_destroy_id(p.client);
+	rdma_destroy_id(p.listen);
+	rdma_destroy_event_channel(p.sch);
+	rdma_destroy_event_channel(p.cch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_connect_send_disconnect),
 	    cmocka_unit_test(test_reject),
 	    cmocka_unit_test(test_connect_refused),
+	    cmocka_unit_test(test_connect_before_listen),
 	    cmocka_unit_test(test_sync_endpoints),
+	    cmocka_unit_test(test_disconnect_then_destroy_qp),
+	    cmocka_unit_test(test_connect_close_burst),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

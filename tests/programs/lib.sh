@@ -4,8 +4,10 @@
 #   uiwv_init NAME     UIWV_TAG (unique), UIWV_TMP, and the EXIT trap that
 #                      kills our jobs and deletes our namespaces
 #   uiwv_ns_pair       namespaces UIWV_NS_A / UIWV_NS_B (names uiwv-*) joined by
-#                      a veth pair, 198.51.100.1 / .2 (UIWV_ADDR_A / _B);
-#                      skips (77) when not root
+#                      a veth pair UIWV_IF_A / UIWV_IF_B, 198.51.100.1 / .2
+#                      (UIWV_ADDR_A / _B), 2001:db8:5100::1 / ::2
+#                      (UIWV_ADDR6_A / _B) and link-local fe80::a / fe80::b
+#                      (UIWV_LL_A / _B, without scope); skips (77) when not root
 #   uiwv_wait_listen "NETNS-PREFIX" PORT SECS [PID]   waits until PORT listens
 #                      (fails early when PID exits)
 #   uiwv_wait_pid PID SECS   its exit status, or 124 after killing it
@@ -74,8 +76,19 @@ uiwv_ns_pair() {
 	ip -n "$UIWV_NS_B" link set lo up
 	ip link add "uv${id}a" netns "$UIWV_NS_A" type veth peer name "uv${id}b" netns "$UIWV_NS_B" ||
 		uiwv_fail "veth"
+	UIWV_IF_A="uv${id}a"
+	UIWV_IF_B="uv${id}b"
+	UIWV_ADDR6_A=2001:db8:5100::1
+	UIWV_ADDR6_B=2001:db8:5100::2
+	UIWV_LL_A=fe80::a
+	UIWV_LL_B=fe80::b
 	ip -n "$UIWV_NS_A" addr add "$UIWV_ADDR_A/24" dev "uv${id}a"
 	ip -n "$UIWV_NS_B" addr add "$UIWV_ADDR_B/24" dev "uv${id}b"
+	# IPv6 global and link-local; nodad: usable at once, not tentative
+	ip -n "$UIWV_NS_A" addr add "$UIWV_ADDR6_A/64" dev "uv${id}a" nodad
+	ip -n "$UIWV_NS_B" addr add "$UIWV_ADDR6_B/64" dev "uv${id}b" nodad
+	ip -n "$UIWV_NS_A" addr add "$UIWV_LL_A/64" dev "uv${id}a" nodad
+	ip -n "$UIWV_NS_B" addr add "$UIWV_LL_B/64" dev "uv${id}b" nodad
 	ip -n "$UIWV_NS_A" link set "uv${id}a" up
 	ip -n "$UIWV_NS_B" link set "uv${id}b" up
 	for ((i = 0; i < 50; i++)); do

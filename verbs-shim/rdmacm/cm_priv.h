@@ -80,6 +80,11 @@ struct cm_id {
 	struct uiw_conn_req *req;
 	struct cm_id *listen_parent;
 
+	/* rdma_resolve_addrinfo (RDMACM_1.4): the result until
+	 * rdma_query_addrinfo takes it */
+	bool resolving_ai;
+	struct rdma_addrinfo *resolved_ai;
+
 	/* connect / accept worker */
 	struct ibv_qp *conn_qp; /* id->qp, or the application's QP (conn_param->qp_num) */
 	pthread_t worker;
@@ -87,6 +92,15 @@ struct cm_id {
 	struct uiw_conn_param param;
 	uint8_t param_pdata[UIW_MAX_PRIVATE_DATA];
 };
+
+/* Event types added after rdma-core 44 (RDMACM_1.4, rdma-core 60's
+ * <rdma/rdma_cma.h>; the system headers here are 44's). */
+#define CM_EVENT_ADDRINFO_RESOLVED ((enum rdma_cm_event_type)(RDMA_CM_EVENT_TIMEWAIT_EXIT + 1))
+#define CM_EVENT_ADDRINFO_ERROR ((enum rdma_cm_event_type)(RDMA_CM_EVENT_TIMEWAIT_EXIT + 2))
+#define CM_EVENT_USER ((enum rdma_cm_event_type)(RDMA_CM_EVENT_TIMEWAIT_EXIT + 3))
+/* rdma-core 60's RAI_SA / RAI_DNS (rdma_resolve_addrinfo hints) */
+#define CM_RAI_SA 0x00000010
+#define CM_RAI_DNS 0x00000020
 
 static inline struct cm_id *cm_id_of(struct rdma_cm_id *id)
 {

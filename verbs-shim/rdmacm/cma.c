@@ -24,10 +24,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <linux/rtnetlink.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "netlink/uiw_netlink.h"
 #include "verbs-shim/shim.h"
 #include "cm_priv.h"
 
@@ -392,14 +394,15 @@ CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 {
 	static const char *const names[] = {
-	    "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
-	    "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
-	    "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
-	    "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
-	    "RDMA_CM_EVENT_REJECTED",	     "RDMA_CM_EVENT_ESTABLISHED",
-	    "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
-	    "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
-	    "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	    "RDMA_CM_EVENT_ADDR_RESOLVED",     "RDMA_CM_EVENT_ADDR_ERROR",
+	    "RDMA_CM_EVENT_ROUTE_RESOLVED",    "RDMA_CM_EVENT_ROUTE_ERROR",
+	    "RDMA_CM_EVENT_CONNECT_REQUEST",   "RDMA_CM_EVENT_CONNECT_RESPONSE",
+	    "RDMA_CM_EVENT_CONNECT_ERROR",     "RDMA_CM_EVENT_UNREACHABLE",
+	    "RDMA_CM_EVENT_REJECTED",	       "RDMA_CM_EVENT_ESTABLISHED",
+	    "RDMA_CM_EVENT_DISCONNECTED",      "RDMA_CM_EVENT_DEVICE_REMOVAL",
+	    "RDMA_CM_EVENT_MULTICAST_JOIN",    "RDMA_CM_EVENT_MULTICAST_ERROR",
+	    "RDMA_CM_EVENT_ADDR_CHANGE",       "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	    "RDMA_CM_EVENT_ADDRINFO_RESOLVED", "RDMA_CM_EVENT_ADDRINFO_ERROR",
 	};
 
 	if ((unsigned)event < sizeof(names) / sizeof(names[0]))
@@ -582,6 +585,7 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *rid)
 		uiw_reject(req, NULL, 0);
 	if (c && c->internal)
 		channel_free(c);
+	rdma_freeaddrinfo(id->resolved_ai);
 	free(id->ep_qp_attr);
 	free(id);
 	return 0;
@@ -746,18 +750,52 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 	return 0;
 }
 
-/* rdma_resolve_addr(3): resolves dst_addr and, unless the id is bound or
- * src_addr is given, picks the source address the kernel routes from
- * (UDP socket connect + getsockname; no packet is sent). Queues
- * ADDR_RESOLVED, or ADDR_ERROR with status -errno; synchronous ids wait
- * for it. Sets id->verbs. 0, or -1 with errno EINVAL, EAFNOSUPPORT,
- * ENODEV, ENOMEM. timeout_ms is unused (resolution is immediate). */
+/* The kernel's route toward dst (from src if not NULL) over rtnetlink
+ * (uiw_nl_route_get): 0 and *rt for a unicast or local destination, else
+ * -errno as the kernel's route lookup gives it (ENETUNREACH: no route;
+ * EHOSTUNREACH, EACCES, EINVAL: unreachable, prohibit, blackhole routes). */
+static int route_lookup(const struct sockaddr *dst, const struct sockaddr *src,
+			struct uiw_nl_route *rt)
+{
+	int r = uiw_nl_route_get(dst, src, rt);
+
+	if (r)
+		return r;
+	switch (rt->type) {
+	case RTN_UNICAST:
+	case RTN_LOCAL:
+		return 0;
+	case RTN_UNREACHABLE:
+		return -EHOSTUNREACH;
+	case RTN_PROHIBIT:
+		return -EACCES;
+	case RTN_BLACKHOLE:
+		return -EINVAL;
+	default:
+		return -ENETUNREACH;
+	}
+}
+
+/* rdma_resolve_addr(3): resolves dst_addr with the kernel's route toward
+ * it (rtnetlink RTM_GETROUTE, as `ip route get`; for an IPv6 link-local
+ * destination its sin6_scope_id picks the interface) and, unless the id
+ * is bound to a specific address or src_addr is given, takes the source
+ * address that route prefers (RTA_PREFSRC; an IPv6 link-local source
+ * gets the route's interface as scope id). Queues ADDR_RESOLVED, or
+ * ADDR_ERROR with status -errno (-ENETUNREACH no route, -EHOSTUNREACH /
+ * -EACCES / -EINVAL unreachable / prohibit / blackhole route, as
+ * librdmacm on the kernel rdma_cm reports them); synchronous ids wait for
+ * it. No neighbour (ARP/ND) resolution: a route to a host that does not
+ * answer resolves, and rdma_connect then reports UNREACHABLE. Sets
+ * id->verbs. 0, or -1 with errno EINVAL, EAFNOSUPPORT, ENODEV, ENOMEM.
+ * timeout_ms is unused (resolution is immediate). */
 CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_addr,
 				struct sockaddr *dst_addr, int timeout_ms)
 {
 	struct cm_id *id = cm_id_of(rid);
-	struct sockaddr_storage src;
-	int status = 0, fd;
+	struct uiw_nl_route rt;
+	bool any_src;
+	int status;
 
 	(void)timeout_ms;
 	if (!rid || !dst_addr) {
@@ -778,18 +816,20 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_add
 			return -1;
 	}
 	addr_copy(&rid->route.addr.dst_storage, dst_addr);
-	if (!id->bound || cm_addr_is_any(&rid->route.addr.src_addr)) {
+	any_src = !id->bound || cm_addr_is_any(&rid->route.addr.src_addr);
+	status = route_lookup(dst_addr, any_src ? NULL : &rid->route.addr.src_addr, &rt);
+	if (!status && any_src) {
 		in_port_t port = id->bound ? addr_port(&rid->route.addr.src_addr) : 0;
-		socklen_t len = sizeof(src);
+		struct sockaddr_storage src;
 
-		memset(&src, 0, sizeof(src));
-		fd = socket(dst_addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		if (fd < 0 || connect(fd, dst_addr, cm_addr_len(dst_addr)) ||
-		    getsockname(fd, (struct sockaddr *)&src, &len))
-			status = -errno;
-		if (fd >= 0)
-			close(fd);
-		if (!status) {
+		memcpy(&src, &rt.src, sizeof(src));
+		if (src.ss_family != dst_addr->sa_family) {
+			status = -EADDRNOTAVAIL; /* no source address on that route */
+		} else {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&src;
+
+			if (src.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr))
+				s6->sin6_scope_id = (uint32_t)rt.ifindex;
 			addr_set_port((struct sockaddr *)&src, port);
 			memcpy(&rid->route.addr.src_storage, &src, sizeof(src));
 		}
@@ -809,22 +849,31 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_add
 	return 0;
 }
 
-/* rdma_resolve_route(3): iWARP has no path records; queues ROUTE_RESOLVED
- * (synchronous ids wait for it). 0, or -1 with errno EINVAL (address not
- * resolved). */
+/* rdma_resolve_route(3): iWARP has no path records; checks that the route
+ * toward the resolved destination still exists (rtnetlink, as in
+ * rdma_resolve_addr) and queues ROUTE_RESOLVED, or ROUTE_ERROR with status
+ * -errno (synchronous ids wait for it). 0, or -1 with errno EINVAL
+ * (address not resolved). */
 CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *rid, int timeout_ms)
 {
 	struct cm_id *id = cm_id_of(rid);
+	struct uiw_nl_route rt;
+	int status;
 
 	(void)timeout_ms;
 	if (!rid || (id->state != CM_ADDR_RESOLVED && id->state != CM_ROUTE_RESOLVED)) {
 		errno = EINVAL;
 		return -1;
 	}
-	id->state = CM_ROUTE_RESOLVED;
+	status = route_lookup(
+	    &rid->route.addr.dst_addr,
+	    cm_addr_is_any(&rid->route.addr.src_addr) ? NULL : &rid->route.addr.src_addr, &rt);
+	if (!status)
+		id->state = CM_ROUTE_RESOLVED;
 	rid->route.num_paths = 0;
 	rid->route.path_rec = NULL;
-	if (post_simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0))
+	if (post_simple(id, status ? RDMA_CM_EVENT_ROUTE_ERROR : RDMA_CM_EVENT_ROUTE_RESOLVED,
+			status))
 		return -1;
 	if (id->sync)
 		return sync_wait(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
@@ -1079,19 +1128,34 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	return ret;
 }
 
+static void disconnected_locked(struct cm_id *id);
+
 /* rdma_destroy_qp(3): destroys id->qp (and the CQs this library created
- * for it) and clears id->qp. */
+ * for it) and clears id->qp. Destroying the QP of a connected id aborts
+ * its stream; the id then gets its DISCONNECTED (once) if the close was
+ * not reported yet, as with a kernel iWARP device, where the iw_cm id
+ * outlives its QP and reports the close (cmtime disconnects, destroys the
+ * QP at once, then waits for DISCONNECTED). */
 CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *rid)
 {
+	struct cm_id *id = cm_id_of(rid);
+
 	if (!rid)
 		return;
 	if (rid->qp) {
-		if (cm_id_of(rid)->conn_qp == rid->qp)
-			cm_id_of(rid)->conn_qp = NULL;
+		bool conn_qp = id->conn_qp == rid->qp;
+
+		if (conn_qp)
+			id->conn_qp = NULL;
+		/* joins the engine threads: no QP event is in flight after */
 		ibv_destroy_qp(rid->qp);
 		rid->qp = NULL;
+		pthread_mutex_lock(&cm_lock);
+		if (conn_qp && id->state == CM_CONNECTED && !id->destroying)
+			disconnected_locked(id);
+		pthread_mutex_unlock(&cm_lock);
 	}
-	destroy_cqs(cm_id_of(rid));
+	destroy_cqs(id);
 }
 
 /* rdma_init_qp_attr(3): the attributes for moving a QP to
@@ -1717,6 +1781,122 @@ CM_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 		return;
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+}
+
+/* ------------------------------------------- RDMACM_1.4 (rdma-core 60) */
+
+/* Not in rdma-core 44's <rdma/rdma_cma.h>: declared here as rdma-core 60
+ * declares them. */
+CM_EXPORT int rdma_write_cm_event(struct rdma_cm_id *id, enum rdma_cm_event_type event, int status,
+				  uint64_t arg);
+CM_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, const char *service,
+				    const struct rdma_addrinfo *hints);
+CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info);
+
+/* rdma_write_cm_event(3) (rdma-core 60): queues a user event on id's
+ * channel: event RDMA_CM_EVENT_USER (18) with status and arg in
+ * event->param.arg (a uint64_t overlaying param.conn in rdma-core 60's
+ * struct rdma_cm_event), e.g. to wake a thread blocked in
+ * rdma_get_cm_event. 0, or -1 with errno EINVAL (NULL id, another event
+ * type), ENOMEM. */
+CM_EXPORT int rdma_write_cm_event(struct rdma_cm_id *rid, enum rdma_cm_event_type event, int status,
+				  uint64_t arg)
+{
+	struct cm_event *e;
+
+	if (!rid || event != CM_EVENT_USER) {
+		errno = EINVAL;
+		return -1;
+	}
+	e = event_new(cm_id_of(rid), event, status);
+	if (!e) {
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(&e->ev.param, &arg, sizeof(arg));
+	queue_event(e);
+	return 0;
+}
+
+/* rdma_resolve_addrinfo(3) (rdma-core 60): rdma_getaddrinfo(node,
+ * service, hints) for id, reported as RDMA_CM_EVENT_ADDRINFO_RESOLVED
+ * (16) on its channel (a synchronous id waits for it); the result is
+ * taken with rdma_query_addrinfo. DNS / numeric resolution only (RAI_DNS
+ * or neither flag): iWARP has no IB SA, so RAI_SA is EOPNOTSUPP. 0, or -1
+ * with errno EINVAL (NULL id), EBUSY (a result not yet queried),
+ * EOPNOTSUPP (RAI_SA, or both RAI_SA and RAI_DNS), or rdma_getaddrinfo's
+ * errno (the resolution failed: no event, as in rdma-core, which also
+ * resolves DNS names synchronously). */
+CM_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *rid, const char *node, const char *service,
+				    const struct rdma_addrinfo *hints)
+{
+	struct cm_id *id = cm_id_of(rid);
+	struct rdma_addrinfo *res = NULL;
+	struct cm_event *e;
+	int ret;
+
+	if (!rid) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (hints && (hints->ai_flags & CM_RAI_SA)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	ret = id->resolving_ai;
+	if (!ret)
+		id->resolving_ai = true;
+	pthread_mutex_unlock(&cm_lock);
+	if (ret) {
+		errno = EBUSY;
+		return -1;
+	}
+	e = event_new(id, CM_EVENT_ADDRINFO_RESOLVED, 0);
+	ret = e ? rdma_getaddrinfo(node, service, hints, &res) : -1;
+	if (ret) {
+		int err = e ? errno : ENOMEM;
+
+		free(e);
+		pthread_mutex_lock(&cm_lock);
+		id->resolving_ai = false;
+		pthread_mutex_unlock(&cm_lock);
+		errno = err ? err : EADDRNOTAVAIL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	id->resolved_ai = res;
+	queue_event_locked(e);
+	pthread_mutex_unlock(&cm_lock);
+	if (id->sync)
+		return sync_wait(id, CM_EVENT_ADDRINFO_RESOLVED);
+	return 0;
+}
+
+/* rdma_query_addrinfo(3) (rdma-core 60): hands the result of the last
+ * rdma_resolve_addrinfo of id to the caller (free with rdma_freeaddrinfo)
+ * and ends that resolution. 0, or -1 with errno EINVAL (NULL argument),
+ * ENOENT (no result). */
+CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *rid, struct rdma_addrinfo **info)
+{
+	struct cm_id *id = cm_id_of(rid);
+
+	if (!rid || !info) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	*info = id->resolving_ai ? id->resolved_ai : NULL;
+	if (*info) {
+		id->resolved_ai = NULL;
+		id->resolving_ai = false;
+	}
+	pthread_mutex_unlock(&cm_lock);
+	if (!*info) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------- devices */

@@ -6,7 +6,7 @@
  *   ENOSYS, so no rsocket descriptor can exist; the calls taking one fail
  *   with -1 / errno ENOSYS. rpoll / rselect act on ordinary descriptors
  *   (what the real ones do for non-rsockets), so programs that poll a CM
- *   channel fd through them work.
+ *   channel fd through them work; so do repoll_* (RDMACM_1.5) with epoll.
  * - multicast (rdma_join_multicast(3), rdma_leave_multicast(3)): UD only;
  *   -1 / ENOSYS.
  * - SRQ through rdma_cm (rdma_create_srq(3)): -1 / ENOSYS.
@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 
 #include <rdma/rdma_cma.h>
@@ -138,6 +139,29 @@ CM_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	return poll(fds, nfds, timeout);
+}
+
+/* repoll_create / repoll_ctl / repoll_wait (RDMACM_1.5, rdma-core after
+ * v64: epoll(7) over rsockets): epoll_create1(2), epoll_ctl(2) and
+ * epoll_wait(2) on ordinary descriptors, as rpoll is poll(2) (there are
+ * no rsockets). Return values and errno are those of the epoll calls. */
+CM_EXPORT int repoll_create(int flags);
+CM_EXPORT int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+CM_EXPORT int repoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout);
+
+CM_EXPORT int repoll_create(int flags)
+{
+	return epoll_create1(flags);
+}
+
+CM_EXPORT int repoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+	return epoll_ctl(epfd, op, fd, event);
+}
+
+CM_EXPORT int repoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+	return epoll_wait(epfd, events, maxevents, timeout);
 }
 
 /* rselect: select(2) on ordinary descriptors (there are no rsockets). */
