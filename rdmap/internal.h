@@ -145,9 +145,11 @@ struct uiw_qp {
 	enum uiw_qp_state state;
 	bool connected, closing, tx_gate_open, rx_seen_first, tx_stop;
 	bool terminated, disconnected_reported;
-	bool rx_ended; /* the receive thread has finished */
-	bool tx_kick;  /* work queued for whoever holds tx_lock */
-	bool tx_wake;  /* work for the tx thread (Read Responses, unstalled SQ) */
+	bool rx_ended;	  /* the receive thread has finished */
+	bool tx_kick;	  /* work queued for whoever holds tx_lock */
+	bool tx_wake;	  /* work for the tx thread (Read Responses, unstalled SQ) */
+	bool local_fatal; /* a send WR failed locally: the rx thread reports
+			   * UIW_QP_EV_FATAL before DISCONNECTED */
 	uiw_qp_event_fn ev_fn;
 	void *ev_ctx;
 
@@ -164,6 +166,10 @@ struct uiw_qp {
 	uint32_t orq_size, orq_head, orq_tail;
 	struct irq_entry *irq;
 	uint32_t irq_size, irq_head, irq_tail;
+	/* IRQ entries taken off the ring by the send side whose responses are
+	 * not yet handed to the stream in full: they still count against IRD
+	 * (RFC 5040 §6.5: a Read is outstanding until its Response is sent) */
+	uint32_t irq_busy;
 	uint16_t ird, ord; /* negotiated */
 
 	/* connection */
@@ -218,7 +224,7 @@ void *uiw_tx_thread(void *arg);
 /* Sends the RTR of an initiator (RFC 6581 §4). tx_lock not held. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);
 /* Sends a Terminate carrying payload (best effort: -EBUSY if the send side
- * stays busy for 100 ms). */
+ * stays busy for 2 s). */
 int uiw_tx_send_terminate(struct uiw_qp *qp, const void *payload, size_t len);
 
 /* ----------------------------------------------------------------- rx.c */

@@ -333,6 +333,7 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 			uiw_qp_flush_locked(qp);
 		qp->state = UIW_QPS_RESET;
 		qp->closing = qp->terminated = qp->disconnected_reported = false;
+		qp->local_fatal = false;
 		qp->term = (struct uiw_term_info){0};
 		qp->close_reason = UIW_CLOSE_NONE;
 		qp->tx_gate_open = qp->rx_seen_first = qp->rx_ended = qp->tx_stop = false;
@@ -341,6 +342,7 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 		atomic_store(&qp->sq_polled, 0);
 		qp->rq_head = qp->rq_tail = 0;
 		qp->orq_head = qp->orq_tail = qp->irq_head = qp->irq_tail = 0;
+		qp->irq_busy = 0; /* the threads are gone */
 		pthread_mutex_unlock(&qp->lock);
 		return 0;
 	case UIW_QPS_INIT:

@@ -323,7 +323,8 @@ enum uiw_close_reason {
 	UIW_CLOSE_TERMINATE,	  /* a Terminate was sent or received (uiw_qp_term_info) */
 	UIW_CLOSE_PEER_RESET,	  /* TCP RST from the peer */
 	UIW_CLOSE_PEER_TRUNCATED, /* the peer's FIN inside an FPDU; we sent LLP 0x01 */
-	UIW_CLOSE_LOCAL_ABORT,	  /* uiw_qp_modify(ERR) while connected */
+	UIW_CLOSE_LOCAL_ABORT,	  /* uiw_qp_modify(ERR) while connected, or a send WR that failed
+				     locally */
 	UIW_CLOSE_LLP_ERROR,	  /* another error of the TCP stream */
 };
 enum uiw_close_reason uiw_qp_close_reason(struct uiw_qp *qp);

@@ -14,6 +14,46 @@
 
 #define TERM(l, e, c) ((struct uiw_term){.layer = (l), .etype = (e), .ecode = (c)})
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* How long a Read / Atomic Request that finds IRD used up only because of
+ * responses still being sent waits for them (see irq_full). */
+#define IRD_INFLIGHT_WAIT_MS 200
+
+/* RFC 5040 §6.5, RFC 6581 §5, RFC 7306 §5: is there no room for one more
+ * inbound Read or Atomic Request? A request counts against IRD from its
+ * receipt until its response has been handed to the stream in full: queued
+ * on the IRQ, or taken by the send side and being sent (irq_busy). The
+ * peer's ORD count drops when it has received the last byte of a response,
+ * which can be before our send call has returned: when only responses in
+ * flight fill the IRD, wait for the send side (bounded) before calling the
+ * request an error. A peer that sends more requests while it does not read
+ * the responses gets the error once the bound passes. qp->lock held. */
+static bool irq_full(struct uiw_qp *qp, uint32_t limit)
+{
+	uint64_t end = now_ns() + IRD_INFLIGHT_WAIT_MS * 1000000ull;
+	for (int i = 0; i < 1000; i++) {
+		if (qp->irq_tail - qp->irq_head + qp->irq_busy < limit)
+			return false;
+		if (!qp->irq_busy || qp->state == UIW_QPS_ERR || now_ns() >= end)
+			return true;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+	}
+	return true;
+}
+
 static void term_seg(struct uiw_qp *qp, struct uiw_term t, const struct ddp_rx_seg *s)
 {
 	t.has_seg = true;
@@ -385,7 +425,7 @@ static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	if (!rx_untagged_body(qp, s, RDMAP_QN_ATOMIC_REQ, &ar, sizeof(ar)))
 		return false;
 	pthread_mutex_lock(&qp->lock);
-	bool full = qp->irq_tail - qp->irq_head >= qp->ird;
+	bool full = irq_full(qp, qp->ird);
 	pthread_mutex_unlock(&qp->lock);
 	if (full) {
 		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
@@ -490,7 +530,7 @@ static bool rx_read_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	pthread_mutex_lock(&qp->lock);
 	/* a zero-length Read (the Read RTR) is answered even with IRD 0 */
 	uint32_t limit = qp->ird ? qp->ird : (e.size == 0 ? 1 : 0);
-	bool full = qp->irq_tail - qp->irq_head >= limit;
+	bool full = irq_full(qp, limit);
 	pthread_mutex_unlock(&qp->lock);
 	if (full) {
 		/* RFC 5040 §6.5: more outstanding Reads than the negotiated IRD */
@@ -629,13 +669,6 @@ static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* With UIWARP_RX_SPIN_US, waits for the next bytes by polling the stream
  * instead of sleeping in recv (a sleeping thread costs a cross-CPU wakeup,
  * 30-40 us on this kind of VM). Bounded by the configured time. */
@@ -722,7 +755,8 @@ void *uiw_rx_thread(void *arg)
 		 * still get their Read Responses (bounded: 2 s). */
 		uint64_t end = now_ns() + 2000000000ull;
 		pthread_mutex_lock(&qp->lock);
-		while (qp->irq_head != qp->irq_tail && qp->state != UIW_QPS_ERR && now_ns() < end) {
+		while ((qp->irq_head != qp->irq_tail || qp->irq_busy) && qp->state != UIW_QPS_ERR &&
+		       now_ns() < end) {
 			qp->tx_kick = qp->tx_wake = true;
 			pthread_cond_broadcast(&qp->cond);
 			struct timespec ts;
@@ -755,6 +789,11 @@ void *uiw_rx_thread(void *arg)
 	/* RFC 5040 §6: the peer closed (or the stream broke): close our side */
 	if (qp->llp)
 		qp->llp->ops->shutdown_send(qp->llp);
+	pthread_mutex_lock(&qp->lock);
+	bool fatal = qp->local_fatal;
+	pthread_mutex_unlock(&qp->lock);
+	if (fatal)
+		uiw_qp_report(qp, UIW_QP_EV_FATAL); /* a send WR failed locally (tx.c) */
 	uiw_qp_report(qp, UIW_QP_EV_DISCONNECTED);
 	return NULL;
 }

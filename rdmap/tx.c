@@ -155,21 +155,29 @@ static void tx_drain(struct uiw_qp *qp)
 		int nir = 0;
 		while (qp->irq_head != qp->irq_tail && nir < 8)
 			ir[nir++] = qp->irq[qp->irq_head++ % qp->irq_size];
+		qp->irq_busy += (uint32_t)nir; /* still counted against IRD */
 		/* take every sendable WQE now, up to one batch worth */
 		struct {
 			struct sq_wqe *w;
 			uint32_t msn;
 		} take[MPA_TX_MAX_FPDU];
 		int nt = 0;
+		bool local_fail = false;
 		while (nt < MPA_TX_MAX_FPDU && tx_has_work(qp) && qp->sq_next != qp->sq_tail) {
 			struct sq_wqe *w = &qp->sq[qp->sq_next & (qp->sq_size - 1)];
 			qp->sq_next++;
-			if (w->st == WQE_DONE)
-				continue; /* failed at post (bad lkey): just retire */
 			if (w->wr.opcode == UIW_WR_BIND_MW || w->wr.opcode == UIW_WR_LOCAL_INV) {
 				/* local: takes effect in order, nothing on the wire */
 				w->status = uiw_mem_local_op(qp->pd, &w->wr);
 				w->st = WQE_DONE;
+			}
+			if (w->st == WQE_DONE) {
+				/* failed at post (bad lkey, sink access) or a local
+				 * operation: a failure ends the connection */
+				if (w->status != UIW_WC_SUCCESS) {
+					local_fail = true;
+					break;
+				}
 				continue;
 			}
 			uint32_t msn = 0;
@@ -237,6 +245,11 @@ static void tx_drain(struct uiw_qp *qp)
 			uiw_mr_put(ir[i].src);
 
 		pthread_mutex_lock(&qp->lock);
+		/* the responses are in the stream (or the stream is dead): they
+		 * stop counting against IRD */
+		qp->irq_busy -= (uint32_t)nir;
+		if (nir)
+			pthread_cond_broadcast(&qp->cond);
 		if (rc) {
 			mpa_tx_begin(qp->batch);
 			if (qp->state != UIW_QPS_ERR)
@@ -258,8 +271,23 @@ static void tx_drain(struct uiw_qp *qp)
 				w->st = WQE_DONE;
 		}
 		uiw_sq_reap(qp);
-		if (nir)
-			pthread_cond_broadcast(&qp->cond); /* Read Responses are out */
+		if (local_fail && qp->state != UIW_QPS_ERR) {
+			/* A send WR failed locally (bad lkey, Local Invalidate or
+			 * Bind of an STag it may not touch). iWARP has no SQE
+			 * state: as siw (siw_qp_sq_process), the connection is
+			 * dropped without a Terminate (nothing the peer did is
+			 * wrong), the failing WR keeps its error status, every
+			 * later WR flushes, the QP goes to ERR and
+			 * UIW_QP_EV_FATAL is reported (by the rx thread). The WRs
+			 * before it were handed to the stream above. */
+			uiw_qp_set_close_reason(qp, UIW_CLOSE_LOCAL_ABORT);
+			qp->local_fatal = true;
+			uiw_qp_flush_locked(qp);
+			pthread_mutex_unlock(&qp->lock);
+			if (qp->llp)
+				qp->llp->ops->abort(qp->llp);
+			return;
+		}
 		pthread_mutex_unlock(&qp->lock);
 	}
 }
@@ -349,12 +377,17 @@ int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr)
 }
 
 /* Sends a Terminate message (RFC 5040 §4.8) if the send side can be had
- * within 100 ms; best effort, as in siw. */
+ * within TERM_TX_WAIT_MS; best effort, as in siw. The QP is in ERR by now,
+ * so the holder of tx_lock stops after the batch it is sending; that batch
+ * may be blocked on a peer that does not read (Read Responses in flight
+ * when it broke the IRD), hence the generous bound. */
+#define TERM_TX_WAIT_MS 2000
 int uiw_tx_send_terminate(struct uiw_qp *qp, const void *payload, size_t len)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 100 * 1000 * 1000;
+	ts.tv_sec += TERM_TX_WAIT_MS / 1000;
+	ts.tv_nsec += (TERM_TX_WAIT_MS % 1000) * 1000 * 1000;
 	if (ts.tv_nsec >= 1000000000) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;

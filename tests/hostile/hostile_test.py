@@ -1235,6 +1235,189 @@ def r_local_abort(sock, c):
                   no_wcs=(r"WC wr_id=20[01] status=0 ",))
 
 
+# --- IRD / ORD (RFC 5040 §6.5, RFC 6581 §5): a Read Request counts against
+# the responder's IRD from its receipt until its Read Response has been sent
+# in full; an initiator never has more than ORD Reads outstanding. uiw_target
+# "big": an 8 MiB REMOTE_READ region, so a Read Response of it cannot be
+# handed to the stream while we do not read (socket buffers are smaller).
+
+BIG_LEN = 8 << 20
+_BIG_PERIOD = bytes(((i * 7 + 3) & 0xFF) for i in range(256))
+
+
+def big_pattern(off, n):
+    """Bytes [off, off + n) of the target's "big" region (pattern())."""
+    k = off % 256
+    reps = (k + n + 255) // 256
+    return (_BIG_PERIOD * reps)[k:k + n]
+
+
+def read_responses(sock, reqs, timeout=30.0, then_terminate=False):
+    """Reads the target's FPDUs: Read Responses for reqs [(sink STag, sink TO,
+    size, source offset)], complete and in request order, until a Terminate
+    (not consumed: returned as the FPDU bytes) or all reqs are answered.
+    CRCs are checked on FPDUs up to 4 KiB (iwpeer's CRC is slow Python).
+    Returns (number of complete Read Responses, Terminate FPDU or None)."""
+    deadline = time.monotonic() + timeout
+    done, got, parts = 0, 0, []
+    while done < len(reqs) or then_terminate:
+        f = iw.read_fpdu(sock, deadline, crc=False)
+        d = iw.Ddp(f.ulpdu)
+        if d.opcode == iw.OP_TERMINATE:
+            expect(got == 0, "the Terminate follows a complete Read Response (%d bytes of "
+                   "response %d before it)" % (got, done + 1))
+            return done, f
+        expect(done < len(reqs), "no Read Response beyond the %d accepted Reads (got %s)" %
+               (len(reqs), d))
+        sink, to, size, off = reqs[done]
+        expect(d.tagged and d.opcode == iw.OP_READ_RESP and d.stag == sink and
+               d.to == to + got, "Read Response %d segment at sink 0x%x/0x%x (got %s)" %
+               (done + 1, sink, to + got, d))
+        if len(f.raw) <= 4096:
+            expect(f.raw[-4:] == iw.crc_wire(f.raw[:-4]), "CRC of a Read Response FPDU")
+        parts.append(d.payload)
+        got += len(d.payload)
+        expect(got <= size, "Read Response %d no longer than asked" % (done + 1))
+        if d.last:
+            expect(got == size, "Read Response %d complete: %d of %d bytes" %
+                   (done + 1, got, size))
+            data = b"".join(parts)
+            expect(data == big_pattern(off, size),
+                   "Read Response %d carries the source bytes" % (done + 1))
+            say("hostile: Read Response %d complete (%d bytes)" % (done + 1, size))
+            done, got, parts = done + 1, 0, []
+    return done, None
+
+
+class Pushback:
+    """A socket whose first recv returns bytes already read (a Terminate
+    FPDU consumed by read_responses), for read_until_close."""
+
+    def __init__(self, sock, data):
+        self.sock, self.data = sock, data
+
+    def settimeout(self, t):
+        self.sock.settimeout(t)
+
+    def recv(self, n):
+        if self.data:
+            out, self.data = self.data[:n], self.data[n:]
+            return out
+        return self.sock.recv(n)
+
+
+def big_rreq(c, msn, k, size=BIG_LEN, off=0):
+    body = struct.pack(">IQIIQ", 0xC0FFEE, k * BIG_LEN, size, c.big[0], c.big[1] + off)
+    return iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, msn, 0, body), body, \
+        (0xC0FFEE, k * BIG_LEN, size, off)
+
+
+def _ird_beyond(ird, pause):
+    def case(sock, c):
+        reqs = [big_rreq(c, k + 1, k) for k in range(ird + 1)]
+        if pause:
+            # the IRD Reads first; their Responses are being sent (and stay
+            # in flight: we do not read) when the next Request arrives
+            send_fpdus(sock, *[u for u, _, _ in reqs[:ird]])
+            time.sleep(0.3)
+            send_fpdus(sock, reqs[ird][0])
+        else:
+            sock.sendall(b"".join(iw.fpdu(u) for u, _, _ in reqs))
+        # the target waits up to 0.2 s for Responses in flight, then
+        # terminates; its Terminate waits (up to 2 s) behind the Responses
+        time.sleep(1.0)
+        n, term = read_responses(sock, [r for _, _, r in reqs[:ird]], then_terminate=True)
+        say("hostile: %d complete Read Responses before the Terminate" % n)
+        expect(term is not None, "a Terminate instead of Read Response %d" % (ird + 1))
+        if pause:
+            expect(n >= 1, "the Read Responses in flight were completed before it")
+        u, body, _ = reqs[ird]
+        c.pushback = term.raw
+        return err([(DDP, DDP_U, 0x03), (DDP, DDP_U, 0x02)], u, rhdr=body)
+    case.__doc__ = ("IRD %d: %d Read Requests of 8 MiB %s, without reading the "
+                    "Responses: the last one is beyond the IRD (1/2/0x03, echoed with R)" %
+                    (ird, ird + 1, "(the last after 0.3 s)" if pause else "back to back"))
+    return case
+
+
+def _ird_after_completion(ird):
+    def case(sock, c):
+        """IRD Read Requests outstanding all the time: the next one is sent
+        as soon as a Read Response has arrived in full; IRD + 3 in all."""
+        total, size = ird + 3, 1 << 20
+        reqs = [big_rreq(c, k + 1, k, size, k * 4096) for k in range(total)]
+        send_fpdus(sock, *[u for u, _, _ in reqs[:ird]])
+        for k in range(total):
+            n, term = read_responses(sock, [reqs[k][2]])
+            expect(term is None and n == 1, "Read Response %d arrived in full" % (k + 1))
+            if k + ird < total:
+                send_fpdus(sock, reqs[k + ird][0])
+        return Expect(None)
+    return case
+
+
+def _ord_limit(ord_):
+    def case(sock, c):
+        """uiw_target "ordtest" posts 5 RDMA Reads at once; we negotiated an
+        IRD of ord_ (so its ORD is ord_). We answer a Read only after 0.3 s
+        without a new Request: at no time may more than ORD be outstanding,
+        and the limit is reached."""
+        outstanding, nxt, answered, most = [], 1, 0, 0
+        while answered < 5:
+            deadline = time.monotonic() + 0.3
+            while True:
+                try:
+                    f = iw.read_fpdu(sock, deadline)
+                except TimeoutError:
+                    break
+                d = iw.Ddp(f.ulpdu)
+                say("hostile: from target: %s" % d)
+                expect(f.crc_ok and not d.tagged and d.opcode == iw.OP_READ_REQ and
+                       d.qn == iw.QN_READ_REQ and d.msn == nxt,
+                       "Read Request MSN %d (CRC good)" % nxt)
+                sink_stag, sink_to, size, src_stag, src_to = struct.unpack(">IQIIQ",
+                                                                           d.payload)
+                i = nxt - 1
+                expect((sink_stag, sink_to, size, src_stag, src_to) ==
+                       (c.stag, c.iova + 16384 + 256 * i, 64, 0x5eed10 + i, 0x10000 * (i + 1)),
+                       "Read Request %d names the posted sink/source" % nxt)
+                outstanding.append((sink_stag, sink_to, i))
+                nxt += 1
+                most = max(most, len(outstanding))
+                expect(len(outstanding) <= ord_, "at most ORD %d Reads outstanding (%d)" %
+                       (ord_, len(outstanding)))
+            expect(outstanding, "the target sent its next Read Request")
+            sink_stag, sink_to, i = outstanding.pop(0)
+            off = 16384 + 256 * i
+            send_fpdus(sock, iw.tagged(iw.OP_READ_RESP, sink_stag, sink_to, flipped(off, 64)))
+            answered += 1
+        expect(most == ord_, "the ORD limit %d was reached (at most %d outstanding)" %
+               (ord_, most))
+        return Expect(None, mr=5 * 64,
+                      wcs=tuple(r"WC wr_id=%d status=0 opcode=2 byte_len=64 " % (400 + i)
+                                for i in range(5)))
+    return case
+
+
+def r_local_inv_fails(sock, c):
+    """uiw_target "badinv" posts a Send (500), a Local Invalidate of an
+    unknown STag (501) and a Send (502). The Local Invalidate fails locally:
+    iWARP has no SQE state, so (as siw) the connection ends without a
+    Terminate; 500 arrives and completes, 501 completes with LOC_PROT_ERR
+    (4), 502 and the receives flush (5), UIW_QP_EV_FATAL, the QP in ERR."""
+    ddps, closed, rest = read_until_close(sock, True)
+    expect(not terminates_of(ddps), "no Terminate from the target")
+    sends = [d for d in ddps if not d.tagged and d.opcode == iw.OP_SEND]
+    expect(len(sends) == 1 and sends[0].msn == 1 and len(sends[0].payload) == 16,
+           "exactly the Send before the failing WR arrived (%d Sends)" % len(sends))
+    expect(closed and not rest, "the target closed the stream")
+    return Expect(None, reset=True, close=CLOSE_LOCAL_ABORT,
+                  wcs=(r"WC wr_id=500 status=0 ", r"WC wr_id=501 status=4 ",
+                       r"WC wr_id=502 status=5 ", FLUSHED, r"EVENT FATAL",
+                       r"STATS .* state=6"),
+                  no_wcs=(r"WC wr_id=502 status=0 ",))
+
+
 # name: (function, target options, MPA Request arguments)
 RULE_CASES = {
     "interleave_send_write": (r_interleave_send_write, "", {}),
@@ -1301,6 +1484,15 @@ RULE_CASES = {
     "mw_send_inv_then_write": (r_mw_send_inv_then_write, "mw", {}),
     "mw_local_inv_then_write": (r_mw_local_inv_then_write, "mwinv", {}),
     "mw_read_ro_bounds": (r_mw_read_ro_bounds, "mw", {}),
+    "ird1_inflight": (_ird_beyond(1, True), "big", {"ord_": 1}),
+    "ird2_inflight": (_ird_beyond(2, True), "big", {"ord_": 2}),
+    "ird1_burst": (_ird_beyond(1, False), "big", {"ord_": 1}),
+    "ird2_burst": (_ird_beyond(2, False), "big", {"ord_": 2}),
+    "ird1_after_completion": (_ird_after_completion(1), "big", {"ord_": 1}),
+    "ird2_after_completion": (_ird_after_completion(2), "big", {"ord_": 2}),
+    "ord1_limit": (_ord_limit(1), "ordtest", {"ird": 1}),
+    "ord2_limit": (_ord_limit(2), "ordtest", {"ird": 2}),
+    "local_inv_fails": (r_local_inv_fails, "badinv", {}),
 }
 # Cases where uiwarp's answer differs from the RFC's today (see the report in
 # docs/conformance.md, "Known-bad hostile cases"). ctest: WILL_FAIL, label
@@ -1370,7 +1562,8 @@ def rule_case(case, sock, c):
         return e
     if e.terms is None:
         sock.shutdown(socket.SHUT_WR)
-    ddps, closed, rest = read_until_close(sock, True)
+    pb = getattr(c, "pushback", None)
+    ddps, closed, rest = read_until_close(Pushback(sock, pb) if pb else sock, True)
     ts = terminates_of(ddps)
     if e.terms is None or e.terms == []:
         expect(not ts, "no Terminate from the target")
@@ -1539,6 +1732,11 @@ def run(case, target_path):
             c.x = dict(zip(("pd2", "ro", "wo", "hi", "hiiova"),
                            (int(v, 16) for v in mx.groups())))
         c.tgt = tgt
+        if "big" in opts:
+            mb = tgt.find(r"BIG stag=0x([0-9a-f]+) iova=0x([0-9a-f]+) len=(\d+)")
+            expect(mb is not None and int(mb.group(3)) == BIG_LEN,
+                   "target registered the big region (BIG)")
+            c.big = (int(mb.group(1), 16), int(mb.group(2), 16))
         if "mw" in opts:
             mw = tgt.find(r"MW rw=0x([0-9a-f]+) ro=0x([0-9a-f]+)")
             expect(mw is not None, "target bound its memory windows (MW)")

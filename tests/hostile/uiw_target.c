@@ -49,6 +49,21 @@
  *   abort  (with reads) 300 ms after the Reads were posted, while they are
  *          outstanding, move the QP to ERR (uiw_qp_modify: an abortive
  *          local close)
+ *   big    one more region of BIG_LEN (8 MiB) bytes, REMOTE_READ, in the
+ *          QP's PD, byte i = pattern(i); printed before READY as
+ *            BIG stag=0x.. iova=0x.. len=N
+ *          (large Read sources: their Read Responses stay in flight while
+ *          the peer does not read)
+ *   ordtest after READY, post ORDTEST_N (5) signaled RDMA Reads of 64 bytes
+ *          at once: wr_id 400 + i into MR offset 16384 + 256 * i from
+ *          (STag 0x5eed10 + i, TO 0x10000 * (i + 1)); the engine may have
+ *          at most ORD of them outstanding on the wire
+ *   badinv after READY, post three signaled WRs at once: a 16-byte Send
+ *          (wr_id 500, from the receive buffers), a Local Invalidate of an
+ *          STag nobody registered (wr_id 501), another 16-byte Send
+ *          (wr_id 502): the Local Invalidate fails locally, which ends the
+ *          connection (no Terminate; 501 completes with its error, 502
+ *          flushes)
  *
  * After the connection ended it also prints CLOSE reason=N
  * (uiw_qp_close_reason: 1 graceful, 2 Terminate, 3 peer reset, 4 the peer's
@@ -82,6 +97,9 @@
 #define XLEN 4096u
 #define NX 4		       /* extra regions: pd2, ro, wo, hi */
 #define HI_IOVA (~0ull - XLEN) /* 2^64 - 4097: last byte at 2^64 - 2 */
+#define BIG_LEN (8u << 20)
+#define BIG_IOVA 0x40000000ull
+#define ORDTEST_N 5
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -255,6 +273,10 @@ int main(int argc, char **argv)
 	bool use_mw = strstr(opts, "mw") != NULL, mw_inv = strstr(opts, "mwinv") != NULL;
 	struct uiw_mw *mws[2] = {NULL, NULL};
 	bool use_srq = strstr(opts, "srq") != NULL;
+	bool use_big = strstr(opts, "big") != NULL, ordtest = strstr(opts, "ordtest") != NULL;
+	bool badinv = strstr(opts, "badinv") != NULL;
+	uint8_t *big = NULL;
+	struct uiw_mr *bigmr = NULL;
 	struct uiw_srq *srq = NULL;
 	uint32_t mw_stag[2] = {0, 0};
 	struct uiw_pd *pd = NULL, *pd2 = NULL;
@@ -353,6 +375,20 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	if (use_big) {
+		big = malloc(BIG_LEN);
+		if (!big) {
+			say("ERROR out of memory");
+			return 2;
+		}
+		for (i = 0; i < BIG_LEN; i++)
+			big[i] = pattern(i);
+		ret = uiw_mr_reg(pd, big, BIG_LEN, BIG_IOVA, UIW_ACCESS_REMOTE_READ, &bigmr);
+		if (ret) {
+			say("ERROR uiw_mr_reg (big): %d", ret);
+			return 2;
+		}
+	}
 	ret = uiw_cq_create(64, NULL, NULL, &cq);
 	if (ret) {
 		say("ERROR uiw_cq_create: %d", ret);
@@ -448,6 +484,8 @@ int main(int argc, char **argv)
 			say("EXTRA pd2=0x%x ro=0x%x wo=0x%x hi=0x%x hiiova=0x%llx xlen=%u",
 			    xmr[0]->stag, xmr[1]->stag, xmr[2]->stag, xmr[3]->stag,
 			    (unsigned long long)xmr[3]->iova, XLEN);
+		if (bigmr)
+			say("BIG stag=0x%x iova=0x%llx len=%u", bigmr->stag, BIG_IOVA, BIG_LEN);
 		say("READY stag=0x%x iova=0x%llx len=%llu rstag=0x%x riova=0x%llx", mr->stag,
 		    (unsigned long long)mr->iova, (unsigned long long)mr->length, rmr->stag,
 		    (unsigned long long)rmr->iova);
@@ -462,6 +500,48 @@ int main(int argc, char **argv)
 			iw.invalidate_rkey = mw_stag[0];
 			if (uiw_qp_post_send(qp, &iw, 1, &bad) == 0 && poll_one(cq, &wc) == 0)
 				say("LOCALINV status=%d", (int)wc.status);
+		}
+		if (ordtest) {
+			struct uiw_sge rs[ORDTEST_N];
+			struct uiw_send_wr rw[ORDTEST_N];
+
+			memset(rw, 0, sizeof(rw));
+			for (i = 0; i < ORDTEST_N; i++) {
+				rs[i].addr = MR_IOVA + 16384 + i * 256;
+				rs[i].length = 64;
+				rs[i].lkey = mr->stag;
+				rw[i].wr_id = 400 + i;
+				rw[i].opcode = UIW_WR_RDMA_READ;
+				rw[i].flags = UIW_SEND_SIGNALED;
+				rw[i].sg_list = &rs[i];
+				rw[i].num_sge = 1;
+				rw[i].remote_addr = 0x10000 * (i + 1);
+				rw[i].rkey = 0x5eed10 + (uint32_t)i;
+			}
+			ret = uiw_qp_post_send(qp, rw, ORDTEST_N, &bad);
+			if (ret)
+				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			ret = 0;
+		}
+		if (badinv) {
+			struct uiw_sge bs = {.addr = (uint64_t)(uintptr_t)rbuf + 2 * RECV_LEN,
+					     .length = 16,
+					     .lkey = rmr->stag};
+			struct uiw_send_wr bw[3];
+
+			memset(bw, 0, sizeof(bw));
+			for (i = 0; i < 3; i++) {
+				bw[i].wr_id = 500 + i;
+				bw[i].flags = UIW_SEND_SIGNALED;
+				bw[i].opcode = i == 1 ? UIW_WR_LOCAL_INV : UIW_WR_SEND;
+				bw[i].sg_list = i == 1 ? NULL : &bs;
+				bw[i].num_sge = i == 1 ? 0 : 1;
+			}
+			bw[1].invalidate_rkey = 0x7fff0042;
+			ret = uiw_qp_post_send(qp, bw, 3, &bad);
+			if (ret)
+				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			ret = 0;
 		}
 		if (reads) {
 			struct uiw_sge rs[2];
@@ -544,6 +624,15 @@ int main(int argc, char **argv)
 			uiw_mr_dereg(xmr[i]);
 		uiw_pd_free(pd2);
 	}
+	if (bigmr) {
+		size_t bchanged = 0;
+
+		for (i = 0; i < BIG_LEN; i++)
+			bchanged += big[i] != pattern(i);
+		say("BIGCHANGED %zu", bchanged);
+		uiw_mr_dereg(bigmr);
+	}
+	free(big);
 	uiw_mr_dereg(mr);
 	uiw_mr_dereg(rmr);
 	uiw_cq_destroy(cq);
