@@ -48,6 +48,9 @@ struct uiw_mr_int {
 /* Executes a Bind MW or Local Invalidate WR (in send-queue order).
  * Returns a WC status. */
 enum uiw_wc_status uiw_mem_local_op(struct uiw_pd *pd, const struct uiw_send_wr *wr);
+/* Send with Invalidate on receive: invalidates a valid STag of pd (a window
+ * is unbound and releases its MR); false if it cannot be invalidated. */
+bool uiw_mem_remote_inv(struct uiw_pd *pd, uint32_t stag);
 
 /* Looks up an STag and takes a reference; NULL if unknown or invalidated. */
 struct uiw_mr_int *uiw_mr_get(uint32_t stag);

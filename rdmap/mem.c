@@ -197,12 +197,41 @@ int uiw_mw_dealloc(struct uiw_mw *mw)
 	return 0;
 }
 
+/* Remote invalidation (a received Send with Invalidate, RFC 5040): a
+ * valid STag of pd stops working; a window is unbound, so it lets go of its
+ * MR at once (the MR's windows count and the reference the bind took) and
+ * the MR can be deregistered; a later bind of the type 2 window takes a new
+ * hold. Race-free against a concurrent access through the window: the
+ * window's parent is only followed under tbl_lock, and an access holds a
+ * reference of its own on the window (uiw_mr_get), which stays valid;
+ * valid=false turns the window away at its next check. Returns false when
+ * the STag cannot be invalidated (unknown, already invalid, another PD). */
+bool uiw_mem_remote_inv(struct uiw_pd *pd, uint32_t stag)
+{
+	uint32_t idx = stag >> 8;
+	bool ok = false;
+	if (idx == 0 || idx >= STAG_TABLE_SIZE)
+		return false;
+	pthread_mutex_lock(&tbl_lock);
+	struct uiw_mr_int *m = tbl ? tbl[idx] : NULL;
+	if (m && m->pub.stag == stag && atomic_load(&m->valid) && m->pub.pd == pd) {
+		ok = true;
+		if (m->mw_type)
+			mw_unbind_locked(m);
+		else
+			atomic_store(&m->valid, false);
+	}
+	pthread_mutex_unlock(&tbl_lock);
+	return ok;
+}
+
 enum uiw_wc_status uiw_mem_local_op(struct uiw_pd *pd, const struct uiw_send_wr *wr)
 {
 	enum uiw_wc_status st = UIW_WC_SUCCESS;
 	pthread_mutex_lock(&tbl_lock);
 	if (wr->opcode == UIW_WR_LOCAL_INV) {
-		/* RFC 5040 §2 / verbs Local Invalidate: the STag stops working */
+		/* RFC 5040 §2 / verbs Local Invalidate: the STag stops working;
+		 * a window is unbound and lets go of its MR */
 		uint32_t idx = wr->invalidate_rkey >> 8;
 		struct uiw_mr_int *m = tbl && idx && idx < STAG_TABLE_SIZE ? tbl[idx] : NULL;
 		if (!m || m->pub.stag != wr->invalidate_rkey || m->pub.pd != pd)

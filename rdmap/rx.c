@@ -235,16 +235,14 @@ static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 }
 
 /* Remote invalidation by Send with Invalidate (RFC 5040 §4.3, §6.8): the
- * STag must name a valid MR of the QP's PD; it stops working for remote and
- * local access until deregistered. True on success. */
+ * STag must name a valid MR or window of the QP's PD; it stops working for
+ * remote and local access (an MR until deregistered or, a window, until
+ * bound again). True on success. */
 static bool invalidate_stag(struct uiw_qp *qp, uint32_t stag)
 {
-	struct uiw_mr_int *mr = uiw_mr_get(stag);
-	bool ok = mr && mr->pub.pd == qp->pd;
-	if (ok)
-		atomic_store(&mr->valid, false);
-	uiw_mr_put(mr);
-	if (ok && qp->rx_mr == mr) {
+	/* a window invalidated so is unbound: it releases its MR (mem.c) */
+	bool ok = uiw_mem_remote_inv(qp->pd, stag);
+	if (ok && qp->rx_mr && qp->rx_mr->pub.stag == stag) {
 		uiw_mr_put(qp->rx_mr);
 		qp->rx_mr = NULL;
 	}

@@ -286,6 +286,98 @@ static void test_mw_of_other_pd_remote(void **state)
 	pair_fini(&owner);
 }
 
+/* Binds the type 2 window mw (through side s's QP) over 1024 bytes of mr
+ * with key key; returns its STag. */
+static uint32_t bind_mw(struct side *s, struct uiw_mw *mw, uint32_t rkey, uint8_t key,
+			struct uiw_mr *mr)
+{
+	uint32_t stag = (rkey & ~0xffu) | key;
+	struct uiw_send_wr bw = {.wr_id = 70,
+				 .opcode = UIW_WR_BIND_MW,
+				 .flags = UIW_SEND_SIGNALED,
+				 .mw = mw,
+				 .rkey = stag,
+				 .bind_mr = mr,
+				 .bind_addr = mr->iova + 1024,
+				 .bind_length = 1024,
+				 .bind_access = UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ};
+	int bad;
+	struct uiw_wc wc;
+	assert_int_equal(uiw_qp_post_send(s->qp, &bw, 1, &bad), 0);
+	assert_int_equal(poll_n(s->cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 70);
+	assert_int_equal(wc.status, UIW_WC_SUCCESS);
+	return stag;
+}
+
+/* An invalidated window is no longer bound (verbs): it lets go of its MR.
+ * A type 2 window bound over an MR keeps the MR from being deregistered
+ * (-EBUSY); after the peer's Send with Invalidate of the window's STag
+ * (RFC 5040 §5.3) the MR deregisters although the window is still
+ * allocated; a rebind over a new MR takes a new hold (-EBUSY again), and a
+ * Local Invalidate lets go of it as well. The window can be rebound and
+ * deallocated afterwards. */
+static void test_mw_invalidate_releases_mr(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect_with(&p, 4096, NULL);
+	struct uiw_mr *mr;
+	unsigned acc = FIXTURE_ACCESS | UIW_ACCESS_MW_BIND;
+	assert_int_equal(uiw_mr_reg(p.b.pd, p.b.buf, p.b.len, 0x100000, acc, &mr), 0);
+	struct uiw_mw *mw;
+	uint32_t rkey;
+	assert_int_equal(uiw_mw_alloc(p.b.pd, 2, &mw, &rkey), 0);
+	uint32_t stag = bind_mw(&p.b, mw, rkey, 0x21, mr);
+	assert_int_equal(uiw_mr_dereg(mr), -EBUSY);
+
+	/* remote invalidation: a's Send with Invalidate names the window */
+	post_recv(&p.b, 80, 0, 64);
+	memset(p.a.buf, 0x5c, 16);
+	struct uiw_sge sge = {.addr = (uintptr_t)p.a.buf, .length = 16, .lkey = p.a.mr->stag};
+	struct uiw_send_wr sw = {.wr_id = 81,
+				 .opcode = UIW_WR_SEND_WITH_INV,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .invalidate_rkey = stag};
+	int bad;
+	struct uiw_wc wc;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &sw, 1, &bad), 0);
+	assert_int_equal(poll_n(p.b.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 80);
+	assert_int_equal(wc.status, UIW_WC_SUCCESS);
+	assert_true(wc.flags & UIW_WC_WITH_INV);
+	assert_int_equal(wc.invalidated_stag, stag);
+	assert_int_equal(poll_n(p.a.cq, &wc, 1), 1);
+	assert_int_equal(wc.status, UIW_WC_SUCCESS);
+	assert_int_equal(uiw_mr_dereg(mr), 0);
+
+	/* a rebind over a new MR holds it; a Local Invalidate lets it go */
+	assert_int_equal(uiw_mr_reg(p.b.pd, p.b.buf, p.b.len, 0x200000, acc, &mr), 0);
+	stag = bind_mw(&p.b, mw, rkey, 0x22, mr);
+	assert_int_equal(uiw_mr_dereg(mr), -EBUSY);
+	struct uiw_send_wr li = {.wr_id = 82,
+				 .opcode = UIW_WR_LOCAL_INV,
+				 .flags = UIW_SEND_SIGNALED,
+				 .invalidate_rkey = stag};
+	assert_int_equal(uiw_qp_post_send(p.b.qp, &li, 1, &bad), 0);
+	assert_int_equal(poll_n(p.b.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 82);
+	assert_int_equal(wc.status, UIW_WC_SUCCESS);
+	assert_int_equal(uiw_mr_dereg(mr), 0);
+
+	/* the window still binds and deallocates (which lets go of the MR);
+	 * the connection is still up */
+	assert_int_equal(uiw_mr_reg(p.b.pd, p.b.buf, p.b.len, 0x300000, acc, &mr), 0);
+	bind_mw(&p.b, mw, rkey, 0x23, mr);
+	assert_int_equal(uiw_mw_dealloc(mw), 0);
+	assert_int_equal(uiw_mr_dereg(mr), 0);
+	assert_int_equal(atomic_load(&p.b.terminated), 0);
+	assert_int_equal(atomic_load(&p.a.terminated), 0);
+	pair_fini(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +386,7 @@ int main(void)
 	    cmocka_unit_test(test_read_sink_access_ends_connection),
 	    cmocka_unit_test(test_bind_mw_onto_other_pd_mr),
 	    cmocka_unit_test(test_mw_of_other_pd_remote),
+	    cmocka_unit_test(test_mw_invalidate_releases_mr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

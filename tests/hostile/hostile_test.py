@@ -183,13 +183,17 @@ def terminates_of(ddps):
 F_RFC7306 = 0x01  # uiwarp's RFC 7306 offer in the MPA flags (mpa/mpa_wire.h)
 
 
-def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False):
+def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False, markers=False):
+    """markers: ask for markers (M in the Request) from a target started with
+    UIWARP_MPA_MARKERS=2, which asks for them too (M in the Reply): the
+    returned socket is an iw.MarkedConn with markers both ways."""
     s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
     iw.set_nodelay(s)
     deadline = time.monotonic() + IO_TIMEOUT
     rep = iw.initiator_handshake(s, deadline, ird=ird, ord_=ord_, p2p=True, rtr_write=True,
                                  rtr_read=False, crc=crc, rev=rev,
-                                 flags_extra=F_RFC7306 if rfc7306 else 0)
+                                 flags_extra=(F_RFC7306 if rfc7306 else 0) |
+                                 (iw.F_M if markers else 0))
     if rfc7306:
         expect(rep.flags & F_RFC7306, "MPA Reply accepts uiwarp's RFC 7306 offer")
     say("hostile: reply " + str(rep))
@@ -202,7 +206,12 @@ def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False):
     expect(rep.rev == 2, "MPA Reply rev 2")
     expect(bool(rep.flags & iw.F_C) == crc, "MPA Reply C bit mirrors the request")
     expect(bool(rep.flags & iw.F_E), "MPA Reply has the enhanced (RFC 6581) bit")
-    expect(not rep.flags & iw.F_M, "MPA Reply has no markers")
+    expect(bool(rep.flags & iw.F_M) == markers,
+           "MPA Reply %s markers" % ("asks for" if markers else "has no"))
+    if markers:
+        # RFC 5044 §5: marker offsets count from the first octet after the
+        # Request (our direction) / the Reply (the target's)
+        s = iw.MarkedConn(s, tx=True, rx=True)
     expect(rep.p2p, "MPA Reply echoes P2P (RFC 6581 §9.2)")
     expect(rep.rtr_write and not rep.rtr_read and not rep.rtr_send,
            "MPA Reply picks the Write RTR only")
@@ -364,7 +373,9 @@ GOOD_CASES = ("control", "read_back", "send_ok", "send_segments", "write_segment
 # Bad connection setup (RFC 5044 §7.1, RFC 6581): the target must refuse it
 # (a Reply with R, or just a close) and never report a connection.
 MPA_CASES = {
-    # markers: we never do them; interop notes §0 say reject with R
+    # markers asked for while the target runs with UIWARP_MPA_MARKERS=0 (the
+    # default; interop notes §0): a Reply with R. The marker_* rule cases
+    # negotiate them with a target that has them on.
     "mpa_markers": (lambda: iw.mpa_frame(iw.KEY_REQ, iw.F_M | iw.F_C | iw.F_E, 2,
                                          struct.pack(">HH", iw.V2_P2P | 4, iw.V2_RTR_WRITE | 4)),
                     "reject"),
@@ -558,7 +569,11 @@ class Expect:
     send."""
 
     def __init__(self, terms=None, hdr=None, seg_len=None, rhdr=None, mr=0, rchanged=0,
-                 wcs=(), no_wcs=(), x=None, read_resp=None, close=None, reset=False):
+                 wcs=(), no_wcs=(), x=None, read_resp=None, close=None, reset=False,
+                 bare=False):
+        # bare: the Terminate carries nothing after its control word (M, D,
+        # R clear: an LLP error with no DDP segment to echo)
+        self.bare = bare
         # close: the CLOSE reason the target must report (uiw_qp_close_reason;
         # default: 1 graceful without a Terminate, 2 with one); reset: we
         # reset the connection ourselves, nothing more to read
@@ -1418,6 +1433,151 @@ def r_local_inv_fails(sock, c):
                   no_wcs=(r"WC wr_id=502 status=0 ",))
 
 
+# --- markers (RFC 5044 §5): the target runs with UIWARP_MPA_MARKERS=2 and we
+# ask for markers: both directions carry them (iw.MarkedConn inserts ours and
+# checks the target's strictly: position, FPDUPTR, reserved zero, CRC over
+# them).
+
+def _fit(tx, make, want, what):
+    """The first n in 1..1023 whose FPDU make(n), put at tx.off, satisfies
+    want(end offset, wire length, [(FPDU-relative marker position, FPDUPTR)])."""
+    for n in range(1, 1024):
+        w = tx.fpdu(make(n), crc=False, commit=False)
+        if want(tx.off + len(w), len(w), tx.last_markers):
+            return n
+    raise Failed("no FPDU length gives " + what)
+
+
+def _send_marked(sock, u, **kw):
+    w = sock.tx.fpdu(u, **kw)
+    marks = sock.tx.last_markers
+    say("hostile: sent FPDU of %d octets, markers (pos, FPDUPTR) %s" % (len(w), marks))
+    sock.send_raw(w)
+    sock.last_wire_len = len(w)
+    return marks
+
+
+def r_markers_ok(sock, c):
+    """Markers both ways, valid traffic: four Sends sized so that a marker
+    falls inside the second one's DDP header, one sits right in front of the
+    third one's CRC field (inside the CRC), and the fourth ends at a marker
+    position (the next FPDU starts with a marker, FPDUPTR 0); an RDMA Write
+    of 3000 bytes in two 1500-byte FPDUs (each spanning two marker
+    positions or more); an RDMA Read of 3000 bytes whose Response comes
+    back with markers. Every byte lands; every receive completes."""
+    tx = sock.tx
+    send = lambda msn, n: iw.untagged(iw.OP_SEND, iw.QN_SEND, msn, 0, bytes([0x40 + msn]) * n)
+    lens = []
+    n = _fit(tx, lambda k: send(1, k), lambda end, w, m: end % 512 == 504,
+             "a next FPDU 8 octets before a marker")
+    lens.append(n)
+    _send_marked(sock, send(1, n))
+    marks = _send_marked(sock, send(2, 200))
+    expect(any(pos == 8 for pos, _ in marks), "a marker inside Send 2's DDP header (octet 8)")
+    lens.append(200)
+    n = _fit(tx, lambda k: send(3, k),
+             lambda end, w, m: any(p == w - 8 and p > 0 for p, _ in m),
+             "a marker right in front of the CRC field")
+    marks = _send_marked(sock, send(3, n))
+    w = sock.last_wire_len
+    expect((w - 8, w - 8) in marks,
+           "Send 3 has a marker right in front of its CRC field (octet %d of %d)" % (w - 8, w))
+    lens.append(n)
+    n = _fit(tx, lambda k: send(4, k), lambda end, w, m: end % 512 == 0,
+             "an FPDU that ends at a marker position")
+    _send_marked(sock, send(4, n))
+    lens.append(n)
+    off = 4096
+    for i in range(2):
+        o = off + 1500 * i
+        marks = _send_marked(sock, iw.tagged(iw.OP_WRITE, c.stag, c.iova + o, flipped(o, 1500),
+                                             last=i == 1))
+        expect(len(marks) >= 2, "Write segment %d spans %d marker positions" % (i + 1, len(marks)))
+        if i == 0:
+            expect(marks[0] == (0, 0), "Write segment 1 starts with a marker (FPDUPTR 0)")
+    src = 20000
+    before = sock.rx.markers
+    sock.sendall(iw.read_request(1, 0xC0FFEE, 0x40, 3000, c.stag, c.iova + src))
+    got = b""
+    deadline = time.monotonic() + IO_TIMEOUT
+    while True:
+        f = iw.read_fpdu(sock, deadline)
+        d = iw.Ddp(f.ulpdu)
+        say("hostile: from target: %s (markers %s)" % (d, [(p, m.hex()) for p, m in f.markers]))
+        expect(f.crc_ok, "the target's CRC (over its markers) is good")
+        expect(d.tagged and d.opcode == iw.OP_READ_RESP and d.stag == 0xC0FFEE and
+               d.to == 0x40 + len(got), "a Read Response to our sink")
+        got += d.payload
+        if d.last:
+            break
+    expect(got == bytes(MR_PATTERN(src + i) for i in range(3000)),
+           "the Read Response carries MR bytes [%d, %d)" % (src, src + 3000))
+    expect(sock.rx.markers - before >= 5, "the target put %d markers in its Read Response(s)" %
+           (sock.rx.markers - before))
+    return Expect(None, mr=3000, rchanged=sum(lens),
+                  wcs=tuple(r"WC wr_id=%d status=0 opcode=128 byte_len=%d " % (100 + i, n)
+                            for i, n in enumerate(lens)))
+
+
+def _markers_bad(which):
+    def case(sock, c):
+        a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x55" * 24)
+        if which == "lead":
+            # the Write starts at a marker position
+            n = _fit(sock.tx, lambda k: iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x55" * k),
+                     lambda end, w, m: end % 512 == 0, "an FPDU that ends at a marker")
+            a = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x55" * n)
+        _send_marked(sock, a)
+        time.sleep(0.1)
+        u = iw.tagged(iw.OP_WRITE, c.stag, c.iova + 4096, flipped(4096, 1500))
+        sock.tx.fpdu(u, commit=False)
+        good = sock.tx.last_markers
+        if which == "lead":
+            idx = 0
+            expect(good[0] == (0, 0), "the Write starts with a marker")
+        else:
+            idx = [i for i, (pos, _) in enumerate(good) if pos > 2 + 14][0]
+        marks = _send_marked(sock, u, bad_marker=lambda i, pos, ptr: iw.marker(ptr + 64)
+                             if i == idx else None)
+        say("hostile: marker %d (FPDU octet %d) carries FPDUPTR %d instead of %d" %
+            (idx, marks[idx][0], marks[idx][1] + 64, marks[idx][1]))
+        return Expect([(LLP, 0, 0x03)], bare=True, mr=0, rchanged=len(a) - 18,
+                      wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=%d " % (len(a) - 18),
+                           FLUSHED),
+                      no_wcs=(r"WC wr_id=10[1-3] status=0 ",))
+    case.__doc__ = (
+        "Markers both ways: a valid Send (receive 100 completes), then a 1500-byte RDMA "
+        "Write whose %s marker has a wrong FPDUPTR (+64): RFC 5044 §5 / §8, an LLP error: "
+        "Terminate 2/0/0x03 (marker error; no DDP header echoed), the close, nothing of the "
+        "Write placed, 101-103 flush" % ("leading (FPDU at a marker position)"
+                                         if which == "lead" else "first in-payload"))
+    return case
+
+
+def _atomic_beyond_ird():
+    def case(sock, c):
+        # IRD 1 (we negotiated ORD 1): the Read's Response stays in flight
+        # (8 MiB, we do not read); the Atomic Request (MSN 2: it shares QN
+        # 1's MSNs with Read Requests) is the one beyond the IRD
+        u1, _, r1 = big_rreq(c, 1, 0)
+        send_fpdus(sock, u1)
+        time.sleep(0.3)
+        au = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 2, 0, atomic_req(c.stag, c.iova + 64))
+        send_fpdus(sock, au)
+        time.sleep(1.0)
+        n, term = read_responses(sock, [r1], then_terminate=True)
+        say("hostile: %d complete Read Responses before the Terminate" % n)
+        expect(term is not None, "a Terminate instead of the Atomic Response")
+        expect(n == 1, "the Read Response in flight was completed before it")
+        c.pushback = term.raw
+        return err([(DDP, DDP_U, 0x03)], au)
+    case.__doc__ = ("RFC 7306 §5 / RFC 5040 §6.5: IRD 1, an 8 MiB Read Request whose "
+                    "Response stays in flight (we do not read), then an Atomic Request "
+                    "(MSN 2): beyond the IRD, the same answer as a Read (1/2/0x03, the "
+                    "DDP header echoed), nothing of the MR changes")
+    return case
+
+
 # name: (function, target options, MPA Request arguments)
 RULE_CASES = {
     "interleave_send_write": (r_interleave_send_write, "", {}),
@@ -1493,6 +1653,10 @@ RULE_CASES = {
     "ord1_limit": (_ord_limit(1), "ordtest", {"ird": 1}),
     "ord2_limit": (_ord_limit(2), "ordtest", {"ird": 2}),
     "local_inv_fails": (r_local_inv_fails, "badinv", {}),
+    "atomic_ird1_inflight": (_atomic_beyond_ird(), "big", {"ord_": 1, "rfc7306": True}),
+    "markers_ok": (r_markers_ok, "", {"markers": True}),
+    "markers_bad_ptr": (_markers_bad("payload"), "", {"markers": True}),
+    "markers_bad_lead": (_markers_bad("lead"), "", {"markers": True}),
 }
 # Cases where uiwarp's answer differs from the RFC's today (see the report in
 # docs/conformance.md, "Known-bad hostile cases"). ctest: WILL_FAIL, label
@@ -1581,6 +1745,9 @@ def rule_case(case, sock, c):
     expect(t.ddp.msn == 1 and t.ddp.mo == 0,
            "Terminate MSN 1 / MO 0 (got %s/%s)" % (t.ddp.msn, t.ddp.mo))
     expect(t.rsvd == 0, "Terminate reserved bits are zero")
+    if e.bare:
+        expect(not t.m and not t.d and not t.r and not t.rest,
+               "Terminate has neither M, D nor R and nothing after its control word")
     if e.hdr is not None:
         expect(t.m and t.seg_len == e.seg_len,
                "Terminate has M and the offending DDP segment length %d (M=%d len=%s)" %
@@ -1702,8 +1869,14 @@ def run(case, target_path):
     mpa = case in MPA_CASES
     rule = case in RULE_CASES
     opts, conn_kw = (RULE_CASES[case][1], RULE_CASES[case][2]) if rule else ("", {})
-    tgt = Target(target_path, 20, 4000 if mpa else 20000, opts,
-                 {"UIWARP_RFC7306": "1"} if conn_kw.get("rfc7306") else None)
+    env = {}
+    if conn_kw.get("rfc7306"):
+        env["UIWARP_RFC7306"] = "1"
+    if conn_kw.get("markers"):
+        env["UIWARP_MPA_MARKERS"] = "2"  # honour our M, ask for markers too
+    if case == "mpa_markers":
+        env["UIWARP_MPA_MARKERS"] = "0"  # the default: markers refused
+    tgt = Target(target_path, 20, 4000 if mpa else 20000, opts, env)
     sock = None
     try:
         if case not in ALL_CASES and not rule:

@@ -164,7 +164,181 @@ class Fpdu:
         self.ulpdu, self.crc_ok, self.raw = ulpdu, crc_ok, raw
 
 
+# ---------------------------------------------------------------- markers
+#
+# RFC 5044 §5, as uiwarp (mpa/fpdu.c) and Wireshark read it: when a direction
+# has markers, a 4-byte marker sits at every stream offset that is a multiple
+# of 512, offsets counted from the first octet after the Request (initiator
+# to responder) or the Reply (responder to initiator). Marker = Reserved(16,
+# zero) FPDUPTR(16): FPDUPTR is the distance from the marker back to the
+# ULPDU_Length of the FPDU it sits in; a marker at an FPDU's first octet
+# (e.g. at stream offset 0) has FPDUPTR 0, belongs to that FPDU and the
+# ULPDU_Length follows it. A marker position right after an FPDU's last
+# octet is the next FPDU's first octet. The CRC covers every octet of the
+# FPDU before the CRC field, markers included. FPDUs are multiples of 4
+# octets and so are the marker positions: a marker never splits the CRC
+# field (one may sit right in front of it, inside the CRC's scope).
+
+MARKER_PERIOD, MARKER_LEN = 512, 4
+
+
+def marker(ptr, rsvd=0):
+    return struct.pack(">HH", rsvd, ptr & 0xFFFF)
+
+
+class MarkerTx:
+    """One direction's marker state on send: off is the stream offset of
+    the next octet (markers counted)."""
+
+    def __init__(self, off=0):
+        self.off = off
+
+    def fpdu(self, ulpdu, crc=True, corrupt_crc=False, bad_marker=None, commit=True):
+        """The FPDU of ulpdu as it goes on the wire at self.off, markers in.
+        bad_marker(i, pos, ptr) -> 4 bytes or None: replaces the i-th marker
+        of this FPDU (pos: its FPDU-relative position, ptr: the right
+        FPDUPTR) with other bytes (the CRC covers what is sent). Returns the
+        bytes; with commit the offset advances past them. .last_markers
+        lists (FPDU-relative position, FPDUPTR) of the markers put in."""
+        body = struct.pack(">H", len(ulpdu)) + ulpdu + b"\0" * pad_len(len(ulpdu))
+        start = pos = self.off
+        lenpos = start
+        out = bytearray()
+        marks = []
+
+        def put_marker():
+            nonlocal pos, lenpos
+            ptr = 0 if pos == start else pos - lenpos
+            if pos == start:
+                lenpos = start + MARKER_LEN
+            m = marker(ptr)
+            if bad_marker is not None:
+                alt = bad_marker(len(marks), pos - start, ptr)
+                if alt is not None:
+                    m = alt
+            marks.append((pos - start, ptr))
+            out.extend(m)
+            pos += MARKER_LEN
+
+        i = 0
+        while i < len(body):
+            if pos % MARKER_PERIOD == 0:
+                put_marker()
+            k = min(len(body) - i, MARKER_PERIOD - pos % MARKER_PERIOD)
+            out.extend(body[i:i + k])
+            i += k
+            pos += k
+        if pos % MARKER_PERIOD == 0:
+            put_marker()  # right in front of the CRC field: in the CRC
+        c = crc_wire(bytes(out)) if crc else b"\0\0\0\0"
+        if corrupt_crc:
+            c = bytes([c[0] ^ 0xFF]) + c[1:]
+        assert pos % MARKER_PERIOD <= MARKER_PERIOD - 4  # never splits the CRC
+        out.extend(c)
+        pos += 4
+        if 0xFFFF < max([p for _, p in marks] + [0]):
+            raise ValueError("FPDU too long for a 16-bit FPDUPTR")
+        self.last_markers = marks
+        if commit:
+            self.off = pos
+        return bytes(out)
+
+    def wire_len(self, ulpdu_len):
+        """Octets an FPDU with a ULPDU of ulpdu_len takes at self.off."""
+        return len(self.fpdu(bytes(ulpdu_len), crc=False, commit=False))
+
+
+class MarkerRx:
+    """One direction's marker state on receive (the peer's stream offset).
+    read_fpdu strips the markers and checks each one strictly: reserved
+    bits zero, FPDUPTR 0 at the FPDU's first octet, else the distance back
+    to the ULPDU_Length. A bad marker raises ValueError."""
+
+    def __init__(self, off=0):
+        self.off = off
+        self.markers = 0  # markers seen so far
+
+    def _take(self, sock, n, deadline, raw, marks):
+        out = b""
+        while len(out) < n:
+            if self.off % MARKER_PERIOD == 0:
+                m = recv_exact(sock, MARKER_LEN, deadline)
+                marks.append((self.off, m))
+                raw.extend(m)
+                self.off += MARKER_LEN
+                self.markers += 1
+            k = min(n - len(out), MARKER_PERIOD - self.off % MARKER_PERIOD)
+            b = recv_exact(sock, k, deadline)
+            raw.extend(b)
+            out += b
+            self.off += k
+        return out
+
+    def read_fpdu(self, sock, deadline, crc=True):
+        start = self.off
+        raw = bytearray()
+        marks = []
+        lb = self._take(sock, 2, deadline, raw, marks)
+        n = struct.unpack(">H", lb)[0]
+        rest = self._take(sock, n + pad_len(n), deadline, raw, marks)
+        scope = len(raw)
+        c = self._take(sock, 4, deadline, raw, marks)
+        if len(raw) - scope > 4:
+            scope = len(raw) - 4  # a marker right in front of the CRC field
+        ok = (c == crc_wire(bytes(raw[:scope]))) if crc else True
+        lenpos = start + MARKER_LEN if marks and marks[0][0] == start else start
+        for pos, m in marks:
+            rsvd, ptr = struct.unpack(">HH", m)
+            want = 0 if pos == start else pos - lenpos
+            if rsvd != 0 or ptr != want:
+                raise ValueError("bad marker from the target at stream offset %d (FPDU at "
+                                 "%d): %s, want FPDUPTR %d" % (pos, start, m.hex(), want))
+        f = Fpdu(rest[:n], ok, bytes(raw))
+        f.markers = [(pos - start, m) for pos, m in marks]
+        return f
+
+
+class MarkedConn:
+    """A connected socket with markers on one or both directions. sendall
+    takes whole FPDUs as fpdu() builds them (no markers) and sends each
+    with its markers (a good CRC is recomputed over the octets sent, a bad
+    one stays bad); read_fpdu() (module function) reads through rx."""
+
+    def __init__(self, sock, tx, rx):
+        self.sock = sock
+        self.tx = MarkerTx() if tx else None
+        self.rx = MarkerRx() if rx else None
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+    def recv(self, n):
+        return self.sock.recv(n)
+
+    def settimeout(self, t):
+        self.sock.settimeout(t)
+
+    def sendall(self, data):
+        if self.tx is None:
+            return self.sock.sendall(data)
+        out = b""
+        while data:
+            n = struct.unpack(">H", data[:2])[0]
+            end = 2 + n + pad_len(n) + 4
+            if len(data) < end:
+                raise ValueError("MarkedConn.sendall: not a whole FPDU")
+            f, data = data[:end], data[end:]
+            bad = f[-4:] != crc_wire(f[:-4])
+            out += self.tx.fpdu(f[2:2 + n], corrupt_crc=bad)
+        self.sock.sendall(out)
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+
 def read_fpdu(sock, deadline, crc=True):
+    if getattr(sock, "rx", None) is not None and isinstance(sock, MarkedConn):
+        return sock.rx.read_fpdu(sock.sock, deadline, crc)
     lb = recv_exact(sock, 2, deadline)
     n = struct.unpack(">H", lb)[0]
     rest = recv_exact(sock, n + pad_len(n) + 4, deadline)
@@ -340,6 +514,38 @@ def selftest():
           (1, 2, 0x01, True, 5, 2, 7))
     req = mpa_request(ird=4, ord_=4)
     check("request bytes", req[16:24].hex(), "50020004" + "80048004")
+    # markers (RFC 5044 §5): a 1200-octet ULPDU at stream offset 0 carries
+    # a marker with FPDUPTR 0 in front, then 508 and 1020 (back to the
+    # ULPDU_Length at offset 4); the CRC covers all three
+    mt = MarkerTx()
+    w = mt.fpdu(bytes(range(256)) * 4 + bytes(176))
+    check("marker fpdu length", (len(w), mt.off), (1220, 1220))
+    check("markers at 0/512/1024", (w[0:4], w[512:516], w[1024:1028]),
+          (marker(0), marker(508), marker(1020)))
+    check("marker fpdu crc", w[-4:], crc_wire(w[:-4]))
+    # a marker right in front of the CRC field is inside the CRC
+    mt = MarkerTx(512 - 2 - 14 - 4)
+    w = mt.fpdu(tagged(OP_WRITE, 1, 0, b"abcd"))
+    check("marker before crc", (len(w), w[-8:-4], w[-4:]),
+          (28, marker(20), crc_wire(w[:-4])))
+    a, b = socket.socketpair()
+    try:
+        mt, mr = MarkerTx(300), MarkerRx(300)
+        fs = [untagged(OP_SEND, QN_SEND, k + 1, 0, bytes([k]) * (97 * k)) for k in range(12)]
+        a.sendall(b"".join(mt.fpdu(u) for u in fs))
+        got = [mr.read_fpdu(b, time.monotonic() + 5) for _ in fs]
+        check("marker rx round trip", [(g.ulpdu, g.crc_ok) for g in got],
+              [(u, True) for u in fs])
+        a.sendall(MarkerTx(mr.off).fpdu(tagged(OP_WRITE, 1, 0, bytes(600)),
+                                        bad_marker=lambda i, pos, ptr: marker(ptr + 4)))
+        try:
+            mr.read_fpdu(b, time.monotonic() + 5)
+            check("marker rx refuses a bad FPDUPTR", False, True)
+        except ValueError:
+            check("marker rx refuses a bad FPDUPTR", True, True)
+    finally:
+        a.close()
+        b.close()
     print("crc/framing self-test: %d of %d checks passed" % (count - fails, count))
     return 1 if fails else 0
 
