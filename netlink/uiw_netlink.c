@@ -214,7 +214,27 @@ void uiw_nl_links_free(struct uiw_nl_link *links, size_t n)
 	free(links);
 }
 
+/* How often a dump the kernel marked interrupted is asked again: an
+ * interface registered, unregistered or renamed, or an address added or
+ * removed, in the namespace between two parts of the dump (libmnl reports
+ * NLM_F_DUMP_INTR as EINTR; the dump may miss or repeat an interface). Each
+ * dump takes well under a millisecond; 100 interrupted in a row means the
+ * interfaces never hold still, and -EINTR goes to the caller. */
+#define NL_DUMP_TRIES 100
+
+static int links_once(struct uiw_nl_link **links, size_t *n);
+
 int uiw_nl_links(struct uiw_nl_link **links, size_t *n)
+{
+	int r, tries = 0;
+
+	do
+		r = links_once(links, n);
+	while (r == -EINTR && ++tries < NL_DUMP_TRIES);
+	return r;
+}
+
+static int links_once(struct uiw_nl_link **links, size_t *n)
 {
 	struct link_list ll = {0};
 	struct nlmsghdr *h;

@@ -45,7 +45,9 @@ struct uiw_nl_link {
 
 /* Lists the interfaces of the current network namespace, in ifindex order,
  * each with its IPv4 and IPv6 addresses. On success *links (free with
- * uiw_nl_links_free) and *n. Returns 0, -ENOMEM, -errno. */
+ * uiw_nl_links_free) and *n. A dump interrupted by a concurrent change
+ * (NLM_F_DUMP_INTR) is asked again, up to 100 times. Returns 0, -ENOMEM,
+ * -EINTR (interfaces changing all the time), -errno. */
 int uiw_nl_links(struct uiw_nl_link **links, size_t *n);
 void uiw_nl_links_free(struct uiw_nl_link *links, size_t n);
 

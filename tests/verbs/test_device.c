@@ -4,14 +4,16 @@
  *
  * The interface-derived answers (GID[0], node GUID, MTU, port state) are
  * checked in network namespaces this test creates (uiwdev<pid>a / b with
- * veth pairs, uiwdev<pid>c with only lo), deleted at the end; that part
- * needs root and iproute2 and is skipped otherwise. */
+ * veth pairs, uiwdev<pid>c with only lo, uiwdev<pid>d with interfaces
+ * coming and going), deleted with their veths by each test's teardown, pass
+ * or fail; that part needs root and iproute2 and is skipped otherwise. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 #include <cmocka.h>
@@ -329,7 +332,7 @@ static void test_newer_nodes(void **state)
 
 /* ------------------------------------------------ interfaces (namespaces) */
 
-static char ns_a[32], ns_b[32], ns_c[32];
+static char ns_a[32], ns_b[32], ns_c[32], ns_d[32];
 
 static int sh(const char *fmt, ...)
 {
@@ -355,17 +358,59 @@ static bool ns_possible(void)
 	return true;
 }
 
+static bool ns_exists(const char *ns)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	return access(path, F_OK) == 0;
+}
+
+/* Names ns uiwdev<pid><tag> and creates it. One of that name can only be
+ * left over from a dead process that had our pid (killed before its
+ * teardown): it is deleted first, so it neither makes us skip nor lingers. */
+static int ns_add(char *ns, size_t sz, char tag)
+{
+	snprintf(ns, sz, "uiwdev%d%c", (int)getpid(), tag);
+	if (ns_exists(ns))
+		sh("ip netns del %s 2>/dev/null", ns);
+	return sh("ip netns add %s", ns);
+}
+
+/* Deletes ns and every veth in it (each end deleted takes its peer along,
+ * wherever it is), so that none outlives the test even if a process were
+ * still in the namespace and kept it alive. */
+static int ns_del(char *ns)
+{
+	int r = 0;
+
+	if (!ns[0])
+		return 0;
+	if (ns_exists(ns)) {
+		sh("ip -n %s -o link show type veth 2>/dev/null | "
+		   "sed -n 's/^[0-9]*: \\([^:@]*\\).*/\\1/p' | "
+		   "while read -r d; do ip -n %s link del \"$d\" 2>/dev/null; done",
+		   ns, ns);
+		if (sh("ip netns del %s", ns) != 0 || ns_exists(ns)) {
+			fprintf(stderr, "cannot delete namespace %s\n", ns);
+			r = -1;
+		}
+	}
+	ns[0] = 0;
+	return r;
+}
+
+/* cmocka runs it after the test, also when an assertion failed. */
 static int ns_teardown(void **state)
 {
+	int r = 0;
+
 	(void)state;
-	if (ns_a[0])
-		sh("ip netns del %s 2>/dev/null", ns_a);
-	if (ns_b[0])
-		sh("ip netns del %s 2>/dev/null", ns_b);
-	if (ns_c[0])
-		sh("ip netns del %s 2>/dev/null", ns_c);
-	ns_a[0] = ns_b[0] = ns_c[0] = 0;
-	return 0;
+	r |= ns_del(ns_a);
+	r |= ns_del(ns_b);
+	r |= ns_del(ns_c);
+	r |= ns_del(ns_d);
+	return r;
 }
 
 /* The MAC of dev in ns, as `ip -o link` shows it ("link/ether xx:..."). */
@@ -433,15 +478,33 @@ static void view(struct ibv_context *ctx, struct dev_view *v)
 	CHECK(v->compat_port.active_mtu == v->port.active_mtu);
 }
 
-/* view(), repeated (at most 2 s) until the port state is want: the kernel
- * updates an interface's operational state (IFF_RUNNING) from its
- * linkwatch work, shortly after `ip link set` returns. */
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* view(), repeated until the port state is want, for at most
+ * STATE_WAIT_S: the kernel updates an interface's operational state
+ * (IFF_RUNNING) from its linkwatch work, after `ip link set` returns
+ * (rate-limited, and later still on a loaded machine). Not reaching it in
+ * time fails. */
+#define STATE_WAIT_S 10.0
 static void view_state(struct ibv_context *ctx, struct dev_view *v, enum ibv_port_state want)
 {
-	for (int i = 0; i < 200; i++) {
+	double end = now_s() + STATE_WAIT_S;
+
+	for (;;) {
 		view(ctx, v);
 		if (v->port.state == want)
 			return;
+		if (now_s() > end) {
+			fprintf(stderr, "port state %d, want %d after %.0f s\n", v->port.state,
+				want, STATE_WAIT_S);
+			CHECK(v->port.state == want);
+		}
 		usleep(10000);
 	}
 }
@@ -496,12 +559,17 @@ static int if_index(const char *ns, const char *dev)
 	return idx;
 }
 
-/* Runs fn in a child that joined ns; returns its exit status (0 = pass). */
+/* Runs fn in a child that joined ns; returns its exit status (0 = pass).
+ * A child still running after CHILD_WAIT_S (which no state wait comes
+ * near) is killed and fails, so that the teardown still runs (ctest's
+ * TIMEOUT would kill us before it) and no process keeps a namespace. */
+#define CHILD_WAIT_S 45.0
 static int in_ns(const char *ns, void (*fn)(void))
 {
 	char path[64];
-	pid_t pid;
+	pid_t pid, w;
 	int st;
+	double end;
 
 	snprintf(path, sizeof(path), "/run/netns/%s", ns);
 	fflush(NULL);
@@ -517,9 +585,20 @@ static int in_ns(const char *ns, void (*fn)(void))
 		fn();
 		_exit(0);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
+	end = now_s() + CHILD_WAIT_S;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() < end)
+		usleep(10000);
+	if (w == 0) {
+		fprintf(stderr, "child in %s still running after %.0f s: killed\n", ns,
+			CHILD_WAIT_S);
+		kill(pid, SIGKILL);
+	}
+	if (w <= 0)
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				return -1;
+	if (w == 0)
+		return -1;
 	if (WIFEXITED(st))
 		return WEXITSTATUS(st);
 	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
@@ -606,9 +685,7 @@ static void test_netns_veth(void **state)
 	(void)state;
 	if (!ns_possible())
 		skip();
-	snprintf(ns_a, sizeof(ns_a), "uiwdev%da", (int)getpid());
-	snprintf(ns_b, sizeof(ns_b), "uiwdev%db", (int)getpid());
-	if (sh("ip netns add %s && ip netns add %s", ns_a, ns_b) != 0) {
+	if (ns_add(ns_a, sizeof(ns_a), 'a') != 0 || ns_add(ns_b, sizeof(ns_b), 'b') != 0) {
 		fprintf(stderr, "cannot create namespaces: skipped\n");
 		skip();
 	}
@@ -682,12 +759,98 @@ static void test_netns_lo_only(void **state)
 	(void)state;
 	if (!ns_possible())
 		skip();
-	snprintf(ns_c, sizeof(ns_c), "uiwdev%dc", (int)getpid());
-	if (sh("ip netns add %s", ns_c) != 0) {
+	if (ns_add(ns_c, sizeof(ns_c), 'c') != 0) {
 		fprintf(stderr, "cannot create a namespace: skipped\n");
 		skip();
 	}
 	assert_int_equal(in_ns(ns_c, child_lo_only), 0);
+}
+
+/* Interfaces coming and going while the device is asked: a dump that
+ * races with a change is marked interrupted by the kernel (NLM_F_DUMP_INTR)
+ * and must be taken again, never answered with the netlink-failure
+ * fallback (zero GID, IBV_MTU_1024). The namespace holds enough veths
+ * that every link dump spans several messages, and an `ip -batch` adds
+ * and deletes another pair (down: never the port's) CHURN_PAIRS times while
+ * the child checks every answer. */
+#define CHURN_PAIRS 60
+#define CHURN_WAIT_S 30.0
+static const uint8_t mac_vd[6] = {0x02, 0x55, 0x49, 0x57, 0x0d, 0x01};
+
+static void child_churn(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct dev_view v;
+	int p[2], st, vd = if_index(ns_d, "vd"), ve = if_index(ns_d, "ve"), views = 0;
+	pid_t pid, w;
+	FILE *f;
+	double end;
+
+	CHECK(l && l[0]);
+	ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	CHECK(ctx);
+	/* the peer is registered first: vd is the first up Ethernet interface */
+	CHECK(vd > 0 && ve > vd);
+	view_state(ctx, &v, IBV_PORT_ACTIVE);
+	check_view(&v, mac_vd, IBV_MTU_1024, IBV_PORT_ACTIVE);
+
+	CHECK(pipe(p) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(p[0], 0);
+		close(p[0]);
+		close(p[1]);
+		execlp("ip", "ip", "-n", ns_d, "-batch", "-", (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	f = fdopen(p[1], "w");
+	CHECK(f);
+	for (int i = 0; i < CHURN_PAIRS; i++)
+		fprintf(f, "link add vz0 type veth peer name vz1\nlink del vz0\n");
+	CHECK(fclose(f) == 0);
+	end = now_s() + CHURN_WAIT_S;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() < end) {
+		view(ctx, &v);
+		views++;
+		if (memcmp(v.gid, mac_vd, 6) != 0 || v.port.active_mtu != IBV_MTU_1024)
+			fprintf(stderr, "query %d while interfaces change\n", views);
+		check_view(&v, mac_vd, IBV_MTU_1024, IBV_PORT_ACTIVE);
+		CHECK(v.ndev_ifindex == (uint32_t)vd);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fprintf(stderr, "ip -batch still running after %.0f s\n", CHURN_WAIT_S);
+	}
+	CHECK(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(views > 0);
+	CHECK(ibv_close_device(ctx) == 0);
+}
+
+static void test_netns_dump_churn(void **state)
+{
+	(void)state;
+	if (!ns_possible())
+		skip();
+	if (ns_add(ns_d, sizeof(ns_d), 'd') != 0) {
+		fprintf(stderr, "cannot create a namespace: skipped\n");
+		skip();
+	}
+	assert_int_equal(sh("ip -n %s link add ve address 02:55:49:57:0e:01 mtu 1500 type veth "
+			    "peer name vd address 02:55:49:57:0d:01 && "
+			    "ip -n %s link set vd up && ip -n %s link set ve up",
+			    ns_d, ns_d, ns_d),
+			 0);
+	/* 12 more pairs, down, after vd: a link dump of about 30 interfaces */
+	assert_int_equal(sh("for i in 0 1 2 3 4 5 6 7 8 9 10 11; do "
+			    "echo link add vq$i type veth peer name vr$i; done | ip -n %s -batch -",
+			    ns_d),
+			 0);
+	assert_int_equal(in_ns(ns_d, child_churn), 0);
 }
 
 int main(void)
@@ -704,6 +867,7 @@ int main(void)
 	    cmocka_unit_test(test_unsupported),
 	    cmocka_unit_test_teardown(test_netns_veth, ns_teardown),
 	    cmocka_unit_test_teardown(test_netns_lo_only, ns_teardown),
+	    cmocka_unit_test_teardown(test_netns_dump_churn, ns_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -82,6 +83,9 @@ static void shim_netdev_get(struct shim_netdev *nd)
 	size_t n;
 
 	memset(nd, 0, sizeof(*nd));
+	/* (uiw_nl_links dumps again when a concurrent interface change
+	 * interrupted the dump, so a GID, GUID or MTU never flips for one
+	 * query because of other programs creating veths.) */
 	if (uiw_nl_links(&v, &n) != 0) {
 		nd->some_running = true; /* unknown: stay usable, as before netlink */
 		return;
