@@ -93,10 +93,10 @@ static void expect_addr_error(const char *ip, int status)
 static void test_unreachable(void **state)
 {
 	(void)state;
-	expect_addr_error("10.9.9.9", -ENETUNREACH); /* no route at all */
+	expect_addr_error("203.0.113.200", -ENETUNREACH); /* no route at all */
 	expect_addr_error("203.0.113.5", -EHOSTUNREACH);
-	expect_addr_error("192.0.2.5", -EACCES);
-	expect_addr_error("198.18.0.5", -EINVAL);
+	expect_addr_error("203.0.113.70", -EACCES);
+	expect_addr_error("203.0.113.130", -EINVAL);
 	expect_addr_error("2001:db8:99::1", -ENETUNREACH);
 }
 
@@ -152,7 +152,7 @@ static void test_resolved_source(void **state)
 {
 	(void)state;
 	expect_resolved("127.0.0.1", NULL, "127.0.0.1");
-	expect_resolved("10.77.0.9", NULL, "10.77.0.1"); /* on-link, dummy0 */
+	expect_resolved("198.51.100.9", NULL, "198.51.100.1"); /* on-link, uiwrt0 */
 	expect_resolved("2001:db8:77::9", NULL, "2001:db8:77::1");
 	expect_resolved("fe80::99", "uiwrt0", "fe80::1"); /* link-local, scope id */
 	expect_resolved("::1", NULL, "::1");
@@ -203,12 +203,12 @@ int main(void)
 	 * usable at once), and the three kinds of unusable routes */
 	if (sh("ip link set lo up") || sh("ip link add uiwrt0 type veth peer name uiwrt1") ||
 	    sh("ip link set uiwrt0 up") || sh("ip link set uiwrt1 up") ||
-	    sh("ip addr add 10.77.0.1/24 dev uiwrt0") ||
+	    sh("ip addr add 198.51.100.1/26 dev uiwrt0") ||
 	    sh("ip -6 addr add 2001:db8:77::1/64 dev uiwrt0 nodad") ||
 	    sh("ip -6 addr add fe80::1/64 dev uiwrt0 nodad") ||
-	    sh("ip route add unreachable 203.0.113.0/24") ||
-	    sh("ip route add prohibit 192.0.2.0/24") ||
-	    sh("ip route add blackhole 198.18.0.0/16")) {
+	    sh("ip route add unreachable 203.0.113.0/26") ||
+	    sh("ip route add prohibit 203.0.113.64/26") ||
+	    sh("ip route add blackhole 203.0.113.128/26")) {
 		fprintf(stderr, "SKIP: cannot set up the namespace\n");
 		return 77;
 	}

@@ -37,9 +37,9 @@ trap cleanup EXIT INT TERM
 set -e
 ip netns add "$NA"
 ip netns add "$NB"
-ip link add "$VA" type veth peer name "$VB"
-ip link set "$VA" netns "$NA"
-ip link set "$VB" netns "$NB"
+# created inside the namespaces: nothing appears in (or can be left in) the
+# host's namespace
+ip link add "$VA" netns "$NA" type veth peer name "$VB" netns "$NB"
 for n in "$NA:$VA:203.0.113.1:203.0.113.2" "$NB:$VB:203.0.113.2:203.0.113.1"; do
 	ns=${n%%:*}; r=${n#*:}; dev=${r%%:*}; r=${r#*:}; me=${r%%:*}; peer=${r#*:}
 	ip -n "$ns" link set lo up
