@@ -21,6 +21,8 @@
  * atomics; without support the test exits 77 (skipped).
  *
  * Usage: conf_roundtrip [MODE-NAME]   (exit 0 pass, 1 fail, 77 skip)
+ * CONF_PROXY_PORT=N puts the proxy (the port the initiator connects to) on
+ * 127.0.0.1:N instead of a free port (conf_tshark.sh captures it).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -394,8 +396,14 @@ static void proxy_start(struct proxy *p, const struct sockaddr_storage *target)
 		p->wi.msn[q] = p->wr.msn[q] = 1;
 	memcpy(&p->target, target, sizeof(p->target));
 	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	/* CONF_PROXY_PORT: a fixed port for the initiator's connection, so that a
+	 * capture (conf_tshark.sh) can filter on it; 0 or unset: any free port */
+	int fixed = env_int("CONF_PROXY_PORT", 0), one = 1;
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)fixed),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
+	setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(p->lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(p->lfd, 1) ||
 	    getsockname(p->lfd, (struct sockaddr *)&sin, &sl))
 		die("proxy listen: %s", strerror(errno));
@@ -949,6 +957,7 @@ int main(int argc, char **argv)
 	pthread_join(px.t, NULL);
 	close(px.lfd);
 
+	printf("PROXY port %u\n", px.port);
 	/* the rest of the wire checks */
 	CHECK(wi->fp_n == 0 && wr->fp_n == 0, "streams end on FPDU boundaries");
 	CHECK(!wi->bad_crc && !wr->bad_crc, "CRCs (%s): %lu/%lu bad", crc ? "on" : "zero field",

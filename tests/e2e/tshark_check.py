@@ -3,6 +3,8 @@
 
     tshark_check.py PCAP PORT [--min-fpdus N] [--opcodes 0,1,2,3]
                     [--allow-terminate] [--verbose]
+                    [--two-pass] [--crc on|off] [--markers any|on|off]
+                    [--min-markers N] [--rfc7306]
 
 Wireshark's iwarp_mpa dissector is a TCP heuristic (enabled by default):
 it recognises the connection by the MPA Request key and then decodes every
@@ -18,6 +20,35 @@ negotiated and every CRC is right); each FPDU decodes as DDP version 1 /
 RDMAP version 1 with a known opcode; no _ws.malformed and no expert info of
 severity error anywhere; no Terminate unless --allow-terminate; the given
 RDMAP opcodes all appear. Prints a summary line; exit 0 when all hold.
+
+Options for the negotiated modes (tests/conformance/conf_tshark.sh; the
+defaults keep the checks above unchanged):
+  --two-pass   tshark -2: a segment whose bytes belong to an FPDU reassembled
+               in a later frame is then marked as such (large FPDUs split
+               over segments, as on loopback with 1 MiB Writes); a TCP
+               retransmission (its bytes were decoded in the original
+               segment) is not counted as undecoded.
+  --crc off    CRC not negotiated: neither the Request nor the Reply has C,
+               and every FPDU carries a CRC field that is zero (tshark shows
+               iwarp_mpa.crc instead of a CRC check). --crc on (default):
+               every FPDU "Good CRC32".
+  --markers on  both directions negotiated markers (M in Request and Reply):
+               every decoded FPDU's markers are checked: reserved zero,
+               FPDUPTR = the marker's distance from the FPDU's first octet,
+               512 octets apart and, for an FPDU decoded from one segment, at
+               stream offsets 0, 512, ... counted from the first octet after
+               the Request / Reply, as many as that span holds; at least
+               --min-markers markers decoded in each direction. tshark 4.0's
+               MPA dissector computes a wrong PDU length for an FPDU with
+               markers that does not start and end with its TCP segment and
+               loses the framing of that direction from there on: segments
+               it could not decode are then counted, not failed (the
+               in-process decoder of conf_roundtrip checks every marker).
+  --markers off  no M flag, no marker decoded anywhere.
+  --rfc7306    RFC 7306 opcodes accepted: 0xA / 0xB (tshark 4.0 knows them:
+               Atomic Request / Response) and 0x8 / 0x9 (Immediate Data,
+               with SE: tshark 4.0 has no name for them); the MPA Res bit
+               uiwarp uses for its RFC 7306 offer only draws a tshark warning.
 """
 import argparse
 import collections
@@ -28,10 +59,12 @@ import xml.etree.ElementTree as ET
 SEV_ERROR = 0x00800000
 OPNAMES = {0: "Write", 1: "ReadReq", 2: "ReadResp", 3: "Send", 4: "SendInv", 5: "SendSE",
            6: "SendSEInv", 7: "Terminate"}
+OPNAMES_7306 = {8: "Imm", 9: "ImmSE", 10: "AtomicReq", 11: "AtomicResp"}
+MARKER_INTERVAL = 512
 
 
-def tshark_pdml(pcap, port):
-    cmd = ["tshark", "-r", pcap, "-n",
+def tshark_pdml(pcap, port, two_pass=False):
+    cmd = ["tshark", "-r", pcap, "-n"] + (["-2"] if two_pass else []) + [
            "-o", "tcp.try_heuristic_first:TRUE",
            "--disable-protocol", "rpcordma",
            "--disable-protocol", "smb_direct",
@@ -60,6 +93,103 @@ def num(s):
         return None
 
 
+def fields(elem, name):
+    return [e for e in walk(elem) if e.get("name") == name]
+
+
+class MarkerState:
+    """Markers (and the MPA Request / Reply flags) as tshark decoded them."""
+
+    def __init__(self):
+        self.start = {}  # srcport -> relative TCP seq of the first octet after Req / Rep
+        self.count = collections.Counter()  # "initiator"/"responder" -> markers
+        self.role = {}
+        self.fpdus = self.stream_checked = self.atomics = 0
+        self.first_lost = None
+
+    def total(self):
+        return sum(self.count.values())
+
+    def undecoded(self, pkt):
+        if self.first_lost is None:
+            f = fields(pkt, "frame.number")
+            self.first_lost = f[0].get("show") if f else "?"
+
+    def packet(self, pkt, errors, flags):
+        def first(name):
+            f = fields(pkt, name)
+            return num(f[0].get("show")) if f else None
+
+        fnum = first("frame.number")
+        sport = first("tcp.srcport")
+        seq = first("tcp.seq")
+        tlen = first("tcp.len") or 0
+        sp = fields(pkt, "tcp.srcport")
+        hdr = first("tcp.hdr_len")
+        if sport is None or seq is None or hdr is None or not sp:
+            return
+        payload_pos = num(sp[0].get("pos")) + hdr
+        self.atomics += len(fields(pkt, "iwarp_rdma.atomic.opcode"))
+        reassembled = bool(fields(pkt, "tcp.reassembled.length") or
+                           fields(pkt, "tcp.reassembled.data"))
+        for mpa in (e for e in walk(pkt) if e.tag == "proto" and e.get("name") == "iwarp_mpa"):
+            mpos = num(mpa.get("pos")) or 0
+            for kind, role in (("iwarp_mpa.req", "initiator"), ("iwarp_mpa.rep", "responder")):
+                if fields(mpa, kind):
+                    fl = 0
+                    for fname, bit in (("iwarp_mpa.marker_flag", 0x80),
+                                       ("iwarp_mpa.crc_flag", 0x40),
+                                       ("iwarp_mpa.rej_flag", 0x20)):
+                        f = fields(mpa, fname)
+                        if f and num(f[0].get("show")):
+                            fl |= bit
+                    f = fields(mpa, "iwarp_mpa.res")
+                    if f:
+                        fl |= (num(f[0].get("show")) or 0) & 0x0f
+                    flags[kind[-3:]] = fl
+                    pdl = fields(mpa, "iwarp_mpa.pdlength")
+                    pdlen = num(pdl[0].get("show")) if pdl else 0
+                    self.start[sport] = seq + (mpos - payload_pos) + 20 + (pdlen or 0)
+                    self.role[sport] = role
+            mks = fields(mpa, "iwarp_mpa.marker_fpduptr")
+            if not fields(mpa, "iwarp_mpa.fpdu") or not mks:
+                continue
+            self.fpdus += 1
+            who = self.role.get(sport, str(sport))
+            self.count[who] += len(mks)
+            size = num(mpa.get("size")) or 0
+            prev = None
+            positions = []
+            for m in mks:
+                mpos_m = num(m.get("pos")) - 2  # the marker starts with 2 reserved octets
+                ptr = num(m.get("show"))
+                positions.append(mpos_m)
+                if ptr != mpos_m - mpos:
+                    errors.append("frame %s: marker at FPDU octet %d has FPDUPTR %s" %
+                                  (fnum, mpos_m - mpos, ptr))
+                if prev is not None and mpos_m - prev != MARKER_INTERVAL:
+                    errors.append("frame %s: markers %d octets apart" % (fnum, mpos_m - prev))
+                prev = mpos_m
+            for r in fields(mpa, "iwarp_mpa.marker_res"):
+                if num(r.get("show")):
+                    errors.append("frame %s: marker reserved field %s" % (fnum, r.get("show")))
+            # stream position: only for an FPDU tshark decoded from this segment
+            in_frame = (not reassembled and mpos >= payload_pos and
+                        mpos + size <= payload_pos + tlen)
+            if in_frame and sport in self.start:
+                s0 = seq + (mpos - payload_pos) - self.start[sport]
+                want = -(-(s0 + size) // MARKER_INTERVAL) - -(-s0 // MARKER_INTERVAL)
+                if len(mks) != want:
+                    errors.append("frame %s: %d markers in an FPDU at stream offset %d, "
+                                  "%d octets long: want %d" % (fnum, len(mks), s0, size, want))
+                for p in positions:
+                    off = seq + (p - payload_pos) - self.start[sport]
+                    if off % MARKER_INTERVAL:
+                        errors.append("frame %s: marker at stream offset %d, not a multiple "
+                                      "of %d" % (fnum, off, MARKER_INTERVAL))
+                self.stream_checked += 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("pcap")
@@ -68,14 +198,26 @@ def main():
     ap.add_argument("--opcodes", default="")
     ap.add_argument("--allow-terminate", action="store_true")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--two-pass", action="store_true")
+    ap.add_argument("--crc", choices=("on", "off"), default="on")
+    ap.add_argument("--markers", choices=("any", "on", "off"), default="any")
+    ap.add_argument("--min-markers", type=int, default=1)
+    ap.add_argument("--rfc7306", action="store_true")
     a = ap.parse_args()
+    known_ops = dict(OPNAMES)
+    if a.rfc7306:
+        known_ops.update(OPNAMES_7306)
 
-    root = ET.fromstring(tshark_pdml(a.pcap, a.port))
+    root = ET.fromstring(tshark_pdml(a.pcap, a.port, a.two_pass))
     errors = []
     n_pkts = n_req = n_rep = n_fpdu = n_crc_good = n_crc_bad = n_ddp = n_term = 0
     n_payload_pkts = n_undecoded = 0
+    n_crc_zero = n_crc_nonzero = n_retrans = 0
     ops = collections.Counter()
+    mk = MarkerState()
+    flags = {"req": None, "rep": None}
     for pkt in root.iter("packet"):
+        mk.packet(pkt, errors, flags)
         n_pkts += 1
         fnum = None
         tcp_len = 0
@@ -92,6 +234,13 @@ def main():
             elif name in ("tcp.segment", "tcp.reassembled_in") or \
                     name == "tcp.pdu.size":
                 reassembled_elsewhere = True
+            elif a.two_pass and name in ("tcp.analysis.retransmission",
+                                         "tcp.analysis.fast_retransmission",
+                                         "tcp.analysis.spurious_retransmission"):
+                # bytes tshark decoded in the original segment (loopback
+                # under a full receive buffer does retransmit)
+                reassembled_elsewhere = True
+                n_retrans += 1
             elif name == "iwarp_mpa":
                 has_mpa = True
             elif name == "iwarp_mpa.key.req":
@@ -109,6 +258,13 @@ def main():
                 else:
                     n_crc_bad += 1
                     errors.append("frame %s: %s" % (fnum, sn))
+            elif name == "iwarp_mpa.crc":
+                if num(show) == 0:
+                    n_crc_zero += 1
+                else:
+                    n_crc_nonzero += 1
+                    errors.append("frame %s: CRC field %s, want 0 (CRC not in use)" %
+                                  (fnum, show))
             elif name == "iwarp_ddp_rdmap":
                 n_ddp += 1
             elif name == "iwarp_ddp.dv" and num(show) != 1:
@@ -122,7 +278,7 @@ def main():
                 ops[op] += 1
                 if op == 7:
                     n_term += 1
-                if op not in OPNAMES:
+                if op not in known_ops:
                     errors.append("frame %s: unknown RDMAP opcode %s" % (fnum, show))
             elif name == "_ws.malformed":
                 errors.append("frame %s: malformed: %s" % (fnum, sn or show))
@@ -134,6 +290,7 @@ def main():
             n_payload_pkts += 1
             if not has_mpa and not reassembled_elsewhere:
                 n_undecoded += 1
+                mk.undecoded(pkt)
                 if a.verbose:
                     print("frame %s: %d TCP payload bytes not decoded as MPA" % (fnum, tcp_len))
 
@@ -143,9 +300,42 @@ def main():
         errors.append("no MPA Reply seen")
     if n_fpdu < a.min_fpdus:
         errors.append("only %d FPDUs decoded (want >= %d)" % (n_fpdu, a.min_fpdus))
-    if n_crc_good + n_crc_bad != n_fpdu:
+    if a.crc == "on" and n_crc_good + n_crc_bad != n_fpdu:
         errors.append("%d FPDUs but %d CRC checks (CRC not negotiated?)" %
                       (n_fpdu, n_crc_good + n_crc_bad))
+    if a.crc == "off":
+        if n_crc_good + n_crc_bad:
+            errors.append("%d FPDUs with a CRC check: CRC negotiated, want off" %
+                          (n_crc_good + n_crc_bad))
+        if n_crc_zero + n_crc_nonzero != n_fpdu:
+            errors.append("%d FPDUs but %d CRC fields" % (n_fpdu, n_crc_zero + n_crc_nonzero))
+        for k in ("req", "rep"):
+            if flags[k] is not None and flags[k] & 0x40:
+                errors.append("MPA %s has C (CRC) set, want CRC off" % k)
+    for k in ("req", "rep"):
+        if flags[k] is None:
+            continue
+        if a.markers == "on" and not flags[k] & 0x80:
+            errors.append("MPA %s without M (markers), want markers" % k)
+        if a.markers == "off" and flags[k] & 0x80:
+            errors.append("MPA %s with M (markers), want none" % k)
+        if flags[k] & 0x0f and not a.rfc7306:
+            errors.append("MPA %s Res bits 0x%x set" % (k, flags[k] & 0x0f))
+    if a.markers == "off" and mk.total():
+        errors.append("%d markers decoded, none negotiated" % mk.total())
+    if a.markers == "on":
+        for d, n in sorted(mk.count.items()):
+            if n < a.min_markers:
+                errors.append("only %d markers decoded from %s (want >= %d)" %
+                              (n, d, a.min_markers))
+        if len(mk.count) < 2:
+            errors.append("markers decoded in %d direction(s), want 2" % len(mk.count))
+        # tshark 4.0 loses marker framing at the first FPDU not aligned to a
+        # segment: that is its limit, not ours (see the header)
+        if n_undecoded:
+            print("tshark: %d segments not decoded (tshark 4.0 lost the marker framing: "
+                  "first at frame %s)" % (n_undecoded, mk.first_lost))
+            n_undecoded = 0
     if n_ddp < n_fpdu:
         errors.append("%d FPDUs but only %d DDP/RDMAP decodes" % (n_fpdu, n_ddp))
     if n_term and not a.allow_terminate:
@@ -156,11 +346,17 @@ def main():
         if ops[int(o, 0)] == 0:
             errors.append("no RDMAP %s (opcode %s) seen" % (OPNAMES.get(int(o, 0), "?"), o))
 
-    opstr = " ".join("%s=%d" % (OPNAMES.get(k, str(k)), v) for k, v in sorted(ops.items(),
+    opstr = " ".join("%s=%d" % (known_ops.get(k, str(k)), v) for k, v in sorted(ops.items(),
                      key=lambda kv: -1 if kv[0] is None else kv[0]))
     print("tshark: packets=%d payload=%d mpa_req=%d mpa_rep=%d fpdus=%d crc_good=%d crc_bad=%d "
           "ddp=%d terminates=%d ops[%s]" % (n_pkts, n_payload_pkts, n_req, n_rep, n_fpdu,
                                             n_crc_good, n_crc_bad, n_ddp, n_term, opstr))
+    if a.crc == "off" or a.markers != "any" or a.rfc7306:
+        print("tshark: crc_zero=%d crc_nonzero=%d markers[%s] marker_fpdus=%d "
+              "marker_fpdus_stream_checked=%d atomics=%d retransmissions=%d" %
+              (n_crc_zero, n_crc_nonzero,
+               " ".join("%s=%d" % kv for kv in sorted(mk.count.items())),
+               mk.fpdus, mk.stream_checked, mk.atomics, n_retrans))
     for e in errors[:50]:
         print("tshark check: " + e)
     if len(errors) > 50:

@@ -1010,6 +1010,25 @@ def r_atomic_no_access(sock, c):
     return err([(RDMAP, RP_PROT, 0x02)], u)
 
 
+def _atomic_bad_to(where):
+    """FetchAdd on the MR, which has REMOTE_ATOMIC (target option "atomic"),
+    at a Remote Tagged Offset the responder may not touch: "misaligned" (not
+    8-byte aligned, inside the MR), "end" (8 bytes that straddle the MR's
+    end), "past" (the first offset after the MR), "below" (8 bytes before
+    its base). RFC 7306 wants 8-byte aligned atomics inside the STag's
+    region; the engine answers RDMAP remote protection, base or bounds
+    violation (0/1/0x01, rdmap/rx.c:rx_atomic_req) with the DDP header
+    echoed, and nothing of the MR changes (changed=0)."""
+    def run(sock, c):
+        to = {"misaligned": c.iova + 68, "end": c.iova + c.length - 4,
+              "past": c.iova + c.length, "below": c.iova - 8}[where]
+        u = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 1, 0, atomic_req(c.stag, to))
+        send_fpdus(sock, u)
+        return err([(RDMAP, RP_PROT, 0x01)], u)
+    run.__doc__ = _atomic_bad_to.__doc__
+    return run
+
+
 def r_atomic_req_qn3(sock, c):
     """An Atomic Request on QN 3 (the Atomic Response queue): RFC 7306 puts
     Atomic Requests on QN 1, so this is an invalid QN."""
@@ -1624,6 +1643,10 @@ RULE_CASES = {
     "imm_no_buffer": (r_imm_no_buffer, "", {"rfc7306": True}),
     "atomic_no_access": (r_atomic_no_access, "", {"rfc7306": True}),
     "atomic_resp_unsolicited": (r_atomic_resp_unsolicited, "", {"rfc7306": True}),
+    "atomic_misaligned": (_atomic_bad_to("misaligned"), "atomic", {"rfc7306": True}),
+    "atomic_bounds_end": (_atomic_bad_to("end"), "atomic", {"rfc7306": True}),
+    "atomic_bounds_past": (_atomic_bad_to("past"), "atomic", {"rfc7306": True}),
+    "atomic_bounds_below": (_atomic_bad_to("below"), "atomic", {"rfc7306": True}),
     "atomic_req_qn3": (r_atomic_req_qn3, "", {"rfc7306": True}),
     "atomic_resp_qn4": (r_atomic_resp_qn4, "", {"rfc7306": True}),
     "atomic_req_msn_shared": (r_atomic_req_msn_shared, "", {"rfc7306": True}),

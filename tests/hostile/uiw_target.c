@@ -65,6 +65,9 @@
  *          connection (no Terminate; 501 completes with its error, 502
  *          flushes)
  *
+ *   atomic the MR also has REMOTE_ATOMIC access (RFC 7306 Atomic Requests
+ *          that pass the access check: alignment and bounds cases)
+ *
  * After the connection ended it also prints CLOSE reason=N
  * (uiw_qp_close_reason: 1 graceful, 2 Terminate, 3 peer reset, 4 the peer's
  * FIN inside an FPDU, 5 local abort, 6 other stream error).
@@ -275,6 +278,7 @@ int main(int argc, char **argv)
 	bool use_srq = strstr(opts, "srq") != NULL;
 	bool use_big = strstr(opts, "big") != NULL, ordtest = strstr(opts, "ordtest") != NULL;
 	bool badinv = strstr(opts, "badinv") != NULL;
+	bool atomic_acc = strstr(opts, "atomic") != NULL;
 	uint8_t *big = NULL;
 	struct uiw_mr *bigmr = NULL;
 	struct uiw_srq *srq = NULL;
@@ -340,7 +344,8 @@ int main(int argc, char **argv)
 	}
 	ret = uiw_mr_reg(pd, mem, MR_LEN, MR_IOVA,
 			 UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ | UIW_ACCESS_LOCAL_WRITE |
-			     (use_mw ? UIW_ACCESS_MW_BIND : 0),
+			     (use_mw ? UIW_ACCESS_MW_BIND : 0) |
+			     (atomic_acc ? UIW_ACCESS_REMOTE_ATOMIC : 0),
 			 &mr);
 	if (ret) {
 		say("ERROR uiw_mr_reg: %d", ret);
