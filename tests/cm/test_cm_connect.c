@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,10 +126,37 @@ struct pair {
 	uint16_t port;
 };
 
-static void listen_and_resolve(struct pair *p)
+/* Waits for an event of type want on ch and acks it; with id, it must be
+ * for that id. */
+static void expect_ack(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+		       struct rdma_cm_id *id)
+{
+	struct rdma_cm_event *ev = cm_expect(ch, want, EV_MS);
+
+	if (!ev)
+		fail_msg("no %s", rdma_event_str(want));
+	if (id)
+		assert_ptr_equal(ev->id, id);
+	rdma_ack_cm_event(ev);
+}
+
+/* Resolves id's address and route to 127.0.0.1:port (events on ch). */
+static void resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, uint16_t port)
+{
+	struct sockaddr_in a = lo(port);
+
+	assert_int_equal(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000), 0);
+	expect_ack(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
+	assert_int_equal(rdma_resolve_route(id, 2000), 0);
+	expect_ack(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL);
+}
+
+/* The listening id bound to a free port (listening now unless listen_now
+ * is false: then the port must be known from the bind alone), the client
+ * resolved to it with its verbs resources. */
+static void bind_and_resolve(struct pair *p, bool listen_now)
 {
 	struct sockaddr_in a = lo(0);
-	struct rdma_cm_event *ev;
 
 	p->sch = rdma_create_event_channel();
 	p->cch = rdma_create_event_channel();
@@ -136,20 +164,40 @@ static void listen_and_resolve(struct pair *p)
 	assert_non_null(p->cch);
 	assert_int_equal(rdma_create_id(p->sch, &p->listen, (void *)0x5eed, RDMA_PS_TCP), 0);
 	assert_int_equal(rdma_bind_addr(p->listen, (struct sockaddr *)&a), 0);
-	assert_int_equal(rdma_listen(p->listen, 4), 0);
+	if (listen_now)
+		assert_int_equal(rdma_listen(p->listen, 4), 0);
 	p->port = ntohs(rdma_get_src_port(p->listen));
+	if (!listen_now)
+		assert_int_not_equal(p->port, 0);
 
 	assert_int_equal(rdma_create_id(p->cch, &p->client, NULL, RDMA_PS_TCP), 0);
-	a = lo(p->port);
-	assert_int_equal(rdma_resolve_addr(p->client, NULL, (struct sockaddr *)&a, 2000), 0);
-	ev = cm_expect(p->cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	assert_int_equal(rdma_resolve_route(p->client, 2000), 0);
-	ev = cm_expect(p->cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
+	resolve(p->cch, p->client, p->port);
 	side_init(&p->c, p->client);
+}
+
+static void listen_and_resolve(struct pair *p)
+{
+	bind_and_resolve(p, true);
+}
+
+/* The server side of an accepted pair (after its CONNECT_REQUEST ev, which
+ * this acks): its verbs resources, rdma_accept without parameters. */
+static void accept_request(struct pair *p, struct rdma_cm_event *ev)
+{
+	p->server = ev->id;
+	rdma_ack_cm_event(ev);
+	side_init(&p->s, p->server);
+	assert_int_equal(rdma_accept(p->server, NULL), 0);
+}
+
+/* Destroys the pair's ids (server, client, listening) and channels. */
+static void pair_close(struct pair *p)
+{
+	rdma_destroy_id(p->server);
+	rdma_destroy_id(p->client);
+	rdma_destroy_id(p->listen);
+	rdma_destroy_event_channel(p->sch);
+	rdma_destroy_event_channel(p->cch);
 }
 
 /* Client connects with pdata; returns the server's CONNECT_REQUEST (unacked). */
@@ -218,10 +266,7 @@ static void test_connect_send_disconnect(void **state)
 	cp.initiator_depth = 1;
 	assert_int_equal(rdma_accept(p.server, &cp), 0);
 
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
-	assert_non_null(ev);
-	assert_ptr_equal(ev->id, p.server);
-	rdma_ack_cm_event(ev);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
 	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
 	assert_non_null(ev);
 	assert_ptr_equal(ev->id, p.client);
@@ -243,14 +288,8 @@ static void test_connect_send_disconnect(void **state)
 
 	/* graceful disconnect: one DISCONNECTED on each side */
 	assert_int_equal(rdma_disconnect(p.client), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	assert_ptr_equal(ev->id, p.client);
-	rdma_ack_cm_event(ev);
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	assert_ptr_equal(ev->id, p.server);
-	rdma_ack_cm_event(ev);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
 	assert_int_equal(rdma_disconnect(p.server), 0); /* already closed: fine */
 	no_more_events(p.cch);
 	no_more_events(p.sch);
@@ -325,59 +364,25 @@ static void test_connect_before_listen(void **state)
 {
 	struct pair p;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in a = lo(0);
 	struct timespec nap = {0, 40 * 1000000};
 
 	(void)state;
 	memset(&p, 0, sizeof(p));
-	p.sch = rdma_create_event_channel();
-	p.cch = rdma_create_event_channel();
-	assert_non_null(p.sch);
-	assert_non_null(p.cch);
-	assert_int_equal(rdma_create_id(p.sch, &p.listen, (void *)0x5eed, RDMA_PS_TCP), 0);
-	assert_int_equal(rdma_bind_addr(p.listen, (struct sockaddr *)&a), 0);
-	p.port = ntohs(rdma_get_src_port(p.listen));
-	assert_int_not_equal(p.port, 0);
-	assert_int_equal(rdma_create_id(p.cch, &p.client, NULL, RDMA_PS_TCP), 0);
-	a = lo(p.port);
-	assert_int_equal(rdma_resolve_addr(p.client, NULL, (struct sockaddr *)&a, 2000), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	assert_int_equal(rdma_resolve_route(p.client, 2000), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	side_init(&p.c, p.client);
+	bind_and_resolve(&p, false);
 	assert_int_equal(rdma_connect(p.client, NULL), 0);
 	nanosleep(&nap, NULL); /* the client's first SYN is refused */
 	assert_int_equal(rdma_listen(p.listen, 4), 0);
 	ev = cm_expect(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, EV_MS);
 	assert_non_null(ev);
-	p.server = ev->id;
-	rdma_ack_cm_event(ev);
-	side_init(&p.s, p.server);
-	assert_int_equal(rdma_accept(p.server, NULL), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
+	accept_request(&p, ev);
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, NULL);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, NULL);
 	assert_int_equal(rdma_disconnect(p.client), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, NULL);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, NULL);
 	side_fini(&p.s, p.server);
 	side_fini(&p.c, p.client);
-	rdma_destroy_id(p.server);
-	rdma_destroy_id(p.client);
-	rdma_destroy_id(p.listen);
-	rdma_destroy_event_channel(p.sch);
-	rdma_destroy_event_channel(p.cch);
+	pair_close(&p);
 }
 
 /* ------------------------------------------- synchronous endpoints */
@@ -490,20 +495,28 @@ static int burst_index(struct burst_server *b, struct rdma_cm_id *id)
 	return -1;
 }
 
-static void burst_server_event(struct burst_server *b, struct rdma_cm_event *ev)
+/* A QP of one WR and one SGE each way on the library's PD and CQs (as
+ * cmtime does). */
+static void create_small_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	assert_int_equal(rdma_create_qp(id, NULL, &attr), 0);
+}
+
+static void burst_server_event(struct burst_server *b, struct rdma_cm_event *ev)
+{
 	int i;
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
 		assert_true(b->n < BURST);
 		b->ids[b->n++] = ev->id;
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
-		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-		assert_int_equal(rdma_create_qp(ev->id, NULL, &attr), 0);
+		create_small_qp(ev->id);
 		assert_int_equal(rdma_accept(ev->id, NULL), 0);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -551,6 +564,7 @@ static void test_connect_close_burst(void **state)
 	struct rdma_cm_event *ev;
 	struct sockaddr_in a = lo(0);
 	int c_est[BURST] = {0}, c_disc[BURST] = {0}, c_other = 0;
+	uint16_t port;
 	struct timespec t0, t;
 
 	(void)state;
@@ -562,24 +576,11 @@ static void test_connect_close_burst(void **state)
 	assert_int_equal(rdma_create_id(sch, &listen, NULL, RDMA_PS_TCP), 0);
 	assert_int_equal(rdma_bind_addr(listen, (struct sockaddr *)&a), 0);
 	assert_int_equal(rdma_listen(listen, 0), 0);
-	a = lo(ntohs(rdma_get_src_port(listen)));
+	port = ntohs(rdma_get_src_port(listen));
 	for (int i = 0; i < BURST; i++) {
-		struct ibv_qp_init_attr attr;
-
 		assert_int_equal(rdma_create_id(cch, &cl[i], &c_est[i], RDMA_PS_TCP), 0);
-		assert_int_equal(rdma_resolve_addr(cl[i], NULL, (struct sockaddr *)&a, 2000), 0);
-		ev = cm_expect(cch, RDMA_CM_EVENT_ADDR_RESOLVED, EV_MS);
-		assert_non_null(ev);
-		rdma_ack_cm_event(ev);
-		assert_int_equal(rdma_resolve_route(cl[i], 2000), 0);
-		ev = cm_expect(cch, RDMA_CM_EVENT_ROUTE_RESOLVED, EV_MS);
-		assert_non_null(ev);
-		rdma_ack_cm_event(ev);
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
-		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-		assert_int_equal(rdma_create_qp(cl[i], NULL, &attr), 0);
+		resolve(cch, cl[i], port);
+		create_small_qp(cl[i]);
 	}
 	for (int i = 0; i < BURST; i++)
 		assert_int_equal(rdma_connect(cl[i], NULL), 0);
@@ -647,40 +648,21 @@ static void test_connect_close_burst(void **state)
 static void test_disconnect_then_destroy_qp(void **state)
 {
 	struct pair p;
-	struct rdma_cm_event *ev;
 
 	(void)state;
 	memset(&p, 0, sizeof(p));
 	listen_and_resolve(&p);
-	ev = connect_and_request(&p, "close soon");
-	p.server = ev->id;
-	rdma_ack_cm_event(ev);
-	side_init(&p.s, p.server);
-	assert_int_equal(rdma_accept(p.server, NULL), 0);
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
+	accept_request(&p, connect_and_request(&p, "close soon"));
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, NULL);
 	assert_int_equal(rdma_disconnect(p.client), 0);
 	side_fini(&p.c, p.client); /* rdma_destroy_qp at once */
-	ev = cm_expect(p.cch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	assert_ptr_equal(ev->id, p.client);
-	rdma_ack_cm_event(ev);
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_ESTABLISHED, EV_MS);
-	assert_non_null(ev);
-	rdma_ack_cm_event(ev);
-	ev = cm_expect(p.sch, RDMA_CM_EVENT_DISCONNECTED, EV_MS);
-	assert_non_null(ev);
-	assert_ptr_equal(ev->id, p.server);
-	rdma_ack_cm_event(ev);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, NULL);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
 	no_more_events(p.cch);
 	no_more_events(p.sch);
 	side_fini(&p.s, p.server);
-	rdma_destroy_id(p.server);
-	rdma_destroy_id(p.client);
-	rdma_destroy_id(p.listen);
-	rdma_destroy_event_channel(p.sch);
-	rdma_destroy_event_channel(p.cch);
+	pair_close(&p);
 }
 
 int main(void)

@@ -170,6 +170,14 @@ static void on_event(struct uiw_qp *qp, enum uiw_qp_event ev, void *ctx)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Prints a completion as a WC line. */
+static void say_wc(const struct uiw_wc *wc)
+{
+	say("WC wr_id=%llu status=%d opcode=%d byte_len=%u flags=%u inv=0x%x",
+	    (unsigned long long)wc->wr_id, (int)wc->status, (int)wc->opcode, wc->byte_len,
+	    wc->flags, wc->invalidated_stag);
+}
+
 static void drain_cq(struct uiw_cq *cq)
 {
 	struct uiw_wc wc[16];
@@ -177,9 +185,7 @@ static void drain_cq(struct uiw_cq *cq)
 
 	while ((n = uiw_cq_poll(cq, 16, wc)) > 0) {
 		for (i = 0; i < n; i++)
-			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u flags=%u inv=0x%x",
-			    (unsigned long long)wc[i].wr_id, (int)wc[i].status, (int)wc[i].opcode,
-			    wc[i].byte_len, wc[i].flags, wc[i].invalidated_stag);
+			say_wc(&wc[i]);
 	}
 }
 
@@ -214,9 +220,7 @@ static int poll_one(struct uiw_cq *cq, struct uiw_wc *wc)
 {
 	for (int k = 0; k < 500; k++) {
 		if (uiw_cq_poll(cq, 1, wc) == 1) {
-			say("WC wr_id=%llu status=%d opcode=%d byte_len=%u flags=%u inv=0x%x",
-			    (unsigned long long)wc->wr_id, (int)wc->status, (int)wc->opcode,
-			    wc->byte_len, wc->flags, wc->invalidated_stag);
+			say_wc(wc);
 			return 0;
 		}
 		usleep(10000);
@@ -263,6 +267,34 @@ static int bind_windows(struct uiw_pd *pd, struct uiw_qp *qp, struct uiw_cq *cq,
 			return -1;
 		}
 	return 0;
+}
+
+/* Posts n (at most ORDTEST_N) signaled RDMA Reads of 64 bytes at once:
+ * Read i into MR offset off + i * step from (STag stag + i, TO to * (i + 1)),
+ * wr_id id + i. A failed post prints POST_SEND_FAILED. */
+static void post_reads(struct uiw_qp *qp, struct uiw_mr *mr, size_t n, uint64_t id, uint64_t off,
+		       uint64_t step, uint32_t stag, uint64_t to)
+{
+	struct uiw_sge rs[ORDTEST_N];
+	struct uiw_send_wr rw[ORDTEST_N];
+	int bad = -1, ret;
+
+	memset(rw, 0, sizeof(rw));
+	for (size_t i = 0; i < n && i < ORDTEST_N; i++) {
+		rs[i].addr = MR_IOVA + off + i * step;
+		rs[i].length = 64;
+		rs[i].lkey = mr->stag;
+		rw[i].wr_id = id + i;
+		rw[i].opcode = UIW_WR_RDMA_READ;
+		rw[i].flags = UIW_SEND_SIGNALED;
+		rw[i].sg_list = &rs[i];
+		rw[i].num_sge = 1;
+		rw[i].remote_addr = to * (i + 1);
+		rw[i].rkey = stag + (uint32_t)i;
+	}
+	ret = uiw_qp_post_send(qp, rw, (int)(n < ORDTEST_N ? n : ORDTEST_N), &bad);
+	if (ret)
+		say("POST_SEND_FAILED %d bad=%d", ret, bad);
 }
 
 int main(int argc, char **argv)
@@ -507,25 +539,7 @@ int main(int argc, char **argv)
 				say("LOCALINV status=%d", (int)wc.status);
 		}
 		if (ordtest) {
-			struct uiw_sge rs[ORDTEST_N];
-			struct uiw_send_wr rw[ORDTEST_N];
-
-			memset(rw, 0, sizeof(rw));
-			for (i = 0; i < ORDTEST_N; i++) {
-				rs[i].addr = MR_IOVA + 16384 + i * 256;
-				rs[i].length = 64;
-				rs[i].lkey = mr->stag;
-				rw[i].wr_id = 400 + i;
-				rw[i].opcode = UIW_WR_RDMA_READ;
-				rw[i].flags = UIW_SEND_SIGNALED;
-				rw[i].sg_list = &rs[i];
-				rw[i].num_sge = 1;
-				rw[i].remote_addr = 0x10000 * (i + 1);
-				rw[i].rkey = 0x5eed10 + (uint32_t)i;
-			}
-			ret = uiw_qp_post_send(qp, rw, ORDTEST_N, &bad);
-			if (ret)
-				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			post_reads(qp, mr, ORDTEST_N, 400, 16384, 256, 0x5eed10, 0x10000);
 			ret = 0;
 		}
 		if (badinv) {
@@ -549,25 +563,7 @@ int main(int argc, char **argv)
 			ret = 0;
 		}
 		if (reads) {
-			struct uiw_sge rs[2];
-			struct uiw_send_wr rw[2];
-
-			memset(rw, 0, sizeof(rw));
-			for (i = 0; i < 2; i++) {
-				rs[i].addr = MR_IOVA + 8192 + i * 4096;
-				rs[i].length = 64;
-				rs[i].lkey = mr->stag;
-				rw[i].wr_id = 200 + i;
-				rw[i].opcode = UIW_WR_RDMA_READ;
-				rw[i].flags = UIW_SEND_SIGNALED;
-				rw[i].sg_list = &rs[i];
-				rw[i].num_sge = 1;
-				rw[i].remote_addr = 0x1000 * (i + 1);
-				rw[i].rkey = 0x5eed01 + (uint32_t)i;
-			}
-			ret = uiw_qp_post_send(qp, rw, 2, &bad);
-			if (ret)
-				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			post_reads(qp, mr, 2, 200, 8192, 4096, 0x5eed01, 0x1000);
 			ret = 0;
 			if (abort_qp) {
 				usleep(300000);

@@ -168,8 +168,9 @@ static long now_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Polls cq until one completion arrives (at most TMO_MS). */
-static void poll1(struct ibv_cq *cq, struct ibv_wc *wc)
+/* Polls cq until one completion arrives (at most TMO_MS), whatever its
+ * status. */
+static void poll_any(struct ibv_cq *cq, struct ibv_wc *wc)
 {
 	long end = now_ms() + TMO_MS;
 	int n;
@@ -177,9 +178,30 @@ static void poll1(struct ibv_cq *cq, struct ibv_wc *wc)
 	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && now_ms() < end)
 		usleep(100);
 	assert_int_equal(n, 1);
+}
+
+/* Polls cq until one completion arrives (at most TMO_MS); it must be a
+ * success. */
+static void poll1(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	poll_any(cq, wc);
 	if (wc->status != IBV_WC_SUCCESS)
 		fail_msg("wc status %d (%s) wr_id %llu", wc->status, ibv_wc_status_str(wc->status),
 			 (unsigned long long)wc->wr_id);
+}
+
+#define ANY_ID UINT64_MAX /* poll_expect: any wr_id */
+#define ANY_OP (-1)	  /* poll_expect: any opcode */
+
+/* poll1, then the completion's wr_id and opcode must be id and op (each
+ * unless ANY_ID / ANY_OP). */
+static void poll_expect(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t id, int op)
+{
+	poll1(cq, wc);
+	if (id != ANY_ID)
+		assert_int_equal(wc->wr_id, id);
+	if (op != ANY_OP)
+		assert_int_equal(wc->opcode, op);
 }
 
 static void fill(char *p, size_t n, unsigned seed)
@@ -194,6 +216,82 @@ static void post_recv(struct side *s, uint64_t id, size_t off, uint32_t len)
 	struct ibv_recv_wr w = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
 
 	assert_int_equal(ibv_post_recv(s->qp, &w, &bad), 0);
+}
+
+/* a posts one signaled WR of opcode op over the first len bytes of its
+ * buffer; key is the remote STag of an RDMA Write (to raddr) or the STag a
+ * Send with Invalidate invalidates, unused by a plain Send. */
+static void post_from_a(struct fix *f, uint64_t id, enum ibv_wr_opcode op, uint32_t len,
+			uint64_t raddr, uint32_t key)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = len, .lkey = f->a.mr->lkey};
+	struct ibv_send_wr w = {.wr_id = id,
+				.sg_list = &sge,
+				.num_sge = 1,
+				.opcode = op,
+				.send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+
+	if (op == IBV_WR_RDMA_WRITE) {
+		w.wr.rdma.remote_addr = raddr;
+		w.wr.rdma.rkey = key;
+	} else if (op == IBV_WR_SEND_WITH_INV) {
+		w.invalidate_rkey = key;
+	}
+	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+}
+
+/* Checks that qp is in ERR (label: which QP, for the failure message). */
+static void assert_qp_err(struct ibv_qp *qp, const char *label)
+{
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+
+	assert_int_equal(ibv_query_qp(qp, &at, IBV_QP_STATE, &ia), 0);
+	if (at.qp_state != IBV_QPS_ERR)
+		fail_msg("%s: QP state %d, want ERR (%d)", label, at.qp_state, IBV_QPS_ERR);
+}
+
+/* Waits (at most TMO_MS) until an async event has come for a's QP and one
+ * for b's, acking each; every event for a's QP must be of type want_a, every
+ * one for b's of type want_b. An event for any other element fails the test
+ * when others_fail, else it is skipped. what names the case in failure
+ * messages. */
+static void expect_qp_events(struct fix *f, const char *what, enum ibv_event_type want_a,
+			     enum ibv_event_type want_b, bool others_fail)
+{
+	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event ev;
+	bool seen_a = false, seen_b = false;
+	long end = now_ms() + TMO_MS;
+
+	while ((!seen_a || !seen_b) && now_ms() < end) {
+		if (poll(&pfd, 1, 100) != 1)
+			continue;
+		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
+		if (ev.element.qp == f->a.qp || ev.element.qp == f->b.qp) {
+			bool is_a = ev.element.qp == f->a.qp;
+			enum ibv_event_type want = is_a ? want_a : want_b;
+
+			if (ev.event_type != want)
+				fail_msg("%s: QP %c got async event %s (%d), want %s (%d)", what,
+					 is_a ? 'a' : 'b', ibv_event_type_str(ev.event_type),
+					 ev.event_type, ibv_event_type_str(want), want);
+			if (is_a)
+				seen_a = true;
+			else
+				seen_b = true;
+		} else if (others_fail) {
+			fail_msg("%s: event for an unknown QP", what);
+		}
+		ibv_ack_async_event(&ev);
+	}
+	if (!seen_a || !seen_b)
+		fail_msg("%s: no async event for QP %s within %d ms", what,
+			 !seen_a && !seen_b ? "a and b"
+			 : !seen_a	    ? "a"
+					    : "b",
+			 TMO_MS);
 }
 
 static void test_send(void **state)
@@ -428,19 +526,12 @@ static void test_err_flush(void **state)
 {
 	struct fix *f = *state;
 	struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
-	struct ibv_qp_init_attr ia;
 	struct ibv_wc wc;
-	long end;
-	int n = 0;
 
 	post_recv(&f->b, 81, 0, 64);
 	assert_int_equal(ibv_modify_qp(f->b.qp, &at, IBV_QP_STATE), 0);
-	assert_int_equal(ibv_query_qp(f->b.qp, &at, IBV_QP_STATE, &ia), 0);
-	assert_int_equal(at.qp_state, IBV_QPS_ERR);
-	end = now_ms() + TMO_MS;
-	while ((n = ibv_poll_cq(f->b.cq, 1, &wc)) == 0 && now_ms() < end)
-		usleep(100);
-	assert_int_equal(n, 1);
+	assert_qp_err(f->b.qp, "b after modify to ERR");
+	poll_any(f->b.cq, &wc);
 	assert_int_equal(wc.wr_id, 81);
 	assert_int_equal(wc.status, IBV_WC_WR_FLUSH_ERR);
 }
@@ -474,44 +565,17 @@ static void test_async_terminate(void **state)
 {
 	struct fix *f = *state;
 	struct hook ha = {{0}}, hb = {{0}};
-	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 100, .lkey = f->a.mr->lkey};
-	struct ibv_send_wr w = {.wr_id = 91,
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED};
-	struct ibv_send_wr *bad = NULL;
-	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
-	struct ibv_async_event ev;
-	bool seen_a = false, seen_b = false;
 	long end;
 
 	set_hook(f->a.qp, &ha);
 	set_hook(f->b.qp, &hb);
 	/* a Write to an STag b never handed out: b answers with a Terminate
 	 * (RFC 5040 section 7), both QPs go to ERR */
-	w.wr.rdma.remote_addr = (uintptr_t)f->b.buf;
-	w.wr.rdma.rkey = f->b.mr->rkey + 0x1000;
-	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
-	end = now_ms() + TMO_MS;
-	while ((!seen_a || !seen_b) && now_ms() < end) {
-		if (poll(&pfd, 1, 100) != 1)
-			continue;
-		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
-		/* a received the Terminate: fatal; b detected the invalid
-		 * STag (DDP tagged buffer error): access error */
-		if (ev.element.qp == f->a.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
-			seen_a = true;
-		} else if (ev.element.qp == f->b.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
-			seen_b = true;
-		} else
-			fail_msg("event for an unknown QP");
-		ibv_ack_async_event(&ev);
-	}
-	assert_true(seen_a);
-	assert_true(seen_b);
+	post_from_a(f, 91, IBV_WR_RDMA_WRITE, 100, (uintptr_t)f->b.buf, f->b.mr->rkey + 0x1000);
+	/* a received the Terminate: fatal; b detected the invalid STag (DDP
+	 * tagged buffer error): access error */
+	expect_qp_events(f, "Write to an unknown STag", IBV_EVENT_QP_FATAL, IBV_EVENT_QP_ACCESS_ERR,
+			 true);
 	/* the async event comes first, then librdmacm's hook */
 	end = now_ms() + TMO_MS;
 	while (
@@ -520,13 +584,7 @@ static void test_async_terminate(void **state)
 		usleep(1000);
 	assert_int_equal(hook_get(&ha, UIW_QP_EV_TERMINATE), 1);
 	assert_int_equal(hook_get(&hb, UIW_QP_EV_TERMINATE), 1);
-	{
-		struct ibv_qp_attr at;
-		struct ibv_qp_init_attr ia;
-
-		assert_int_equal(ibv_query_qp(f->a.qp, &at, IBV_QP_STATE, &ia), 0);
-		assert_int_equal(at.qp_state, IBV_QPS_ERR);
-	}
+	assert_qp_err(f->a.qp, "a after the Terminate");
 }
 
 static void test_graceful_close(void **state)
@@ -700,23 +758,10 @@ static void test_comp_channel_stress(void **state)
 static enum ibv_wc_status write_to(struct fix *f, uint64_t id, uint64_t raddr, uint32_t rkey,
 				   uint32_t len)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = len, .lkey = f->a.mr->lkey};
-	struct ibv_send_wr w = {.wr_id = id,
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED};
-	struct ibv_send_wr *bad = NULL;
 	struct ibv_wc wc;
-	long end = now_ms() + TMO_MS;
-	int n;
 
-	w.wr.rdma.remote_addr = raddr;
-	w.wr.rdma.rkey = rkey;
-	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
-	while ((n = ibv_poll_cq(f->a.cq, 1, &wc)) == 0 && now_ms() < end)
-		usleep(100);
-	assert_int_equal(n, 1);
+	post_from_a(f, id, IBV_WR_RDMA_WRITE, len, raddr, rkey);
+	poll_any(f->a.cq, &wc);
 	assert_int_equal(wc.wr_id, id);
 	return wc.status;
 }
@@ -726,19 +771,12 @@ static enum ibv_wc_status write_to(struct fix *f, uint64_t id, uint64_t raddr, u
 static void write_lands(struct fix *f, uint64_t id, uint64_t raddr, uint32_t rkey, size_t boff,
 			uint32_t len)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 1, .lkey = f->a.mr->lkey};
-	struct ibv_send_wr w = {.wr_id = id + 1,
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_SEND,
-				.send_flags = IBV_SEND_SIGNALED};
-	struct ibv_send_wr *bad = NULL;
 	struct ibv_wc wc;
 
 	fill(f->a.buf, len, (unsigned)id);
 	post_recv(&f->b, id + 2, BUF - 64, 64);
 	assert_int_equal(write_to(f, id, raddr, rkey, len), IBV_WC_SUCCESS);
-	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	post_from_a(f, id + 1, IBV_WR_SEND, 1, 0, 0);
 	poll1(f->a.cq, &wc);
 	poll1(f->b.cq, &wc);
 	assert_int_equal(wc.wr_id, id + 2);
@@ -750,32 +788,10 @@ static void write_lands(struct fix *f, uint64_t id, uint64_t raddr, uint32_t rke
  * both QPs end in ERR. */
 static void expect_access_terminate(struct fix *f, uint64_t raddr, uint32_t rkey)
 {
-	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
-	struct ibv_async_event ev;
-	bool seen_a = false, seen_b = false;
-	struct ibv_qp_attr at;
-	struct ibv_qp_init_attr ia;
-	long end;
-
 	(void)write_to(f, 999, raddr, rkey, 32); /* handed to TCP: success or flush */
-	end = now_ms() + TMO_MS;
-	while ((!seen_a || !seen_b) && now_ms() < end) {
-		if (poll(&pfd, 1, 100) != 1)
-			continue;
-		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
-		if (ev.element.qp == f->b.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
-			seen_b = true;
-		} else if (ev.element.qp == f->a.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
-			seen_a = true;
-		}
-		ibv_ack_async_event(&ev);
-	}
-	assert_true(seen_a);
-	assert_true(seen_b);
-	assert_int_equal(ibv_query_qp(f->b.qp, &at, IBV_QP_STATE, &ia), 0);
-	assert_int_equal(at.qp_state, IBV_QPS_ERR);
+	expect_qp_events(f, "Write to a dead window", IBV_EVENT_QP_FATAL, IBV_EVENT_QP_ACCESS_ERR,
+			 false);
+	assert_qp_err(f->b.qp, "b after the dead-window Write");
 	{
 		struct uiw_term_info t;
 
@@ -828,13 +844,9 @@ static void test_mw_caps_and_objects(void **state)
 						      .length = 64,
 						      .mw_access_flags = IBV_ACCESS_REMOTE_READ}};
 		struct ibv_wc wc;
-		long end = now_ms() + TMO_MS;
-		int n;
 
 		assert_int_equal(ibv_bind_mw(f->b.qp, w1, &b), 0);
-		while ((n = ibv_poll_cq(f->b.cq, 1, &wc)) == 0 && now_ms() < end)
-			usleep(100);
-		assert_int_equal(n, 1);
+		poll_any(f->b.cq, &wc);
 		assert_int_equal(wc.wr_id, 5);
 		assert_int_not_equal(wc.status, IBV_WC_SUCCESS);
 	}
@@ -863,9 +875,7 @@ static void test_mw_type1_bind_write(void **state)
 	unbound = mw->rkey;
 	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
 	assert_int_equal(mw->rkey, ibv_inc_rkey(unbound));
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 11);
-	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	poll_expect(f->b.cq, &wc, 11, IBV_WC_BIND_MW);
 	first = mw->rkey;
 	write_lands(f, 100, (uintptr_t)f->b.buf + 4096 + 100, first, 4096 + 100, 1000);
 
@@ -875,16 +885,14 @@ static void test_mw_type1_bind_write(void **state)
 	b.bind_info.length = 4096;
 	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
 	assert_int_not_equal(mw->rkey, first);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	poll_expect(f->b.cq, &wc, ANY_ID, IBV_WC_BIND_MW);
 	write_lands(f, 200, (uintptr_t)f->b.buf + 32768, mw->rkey, 32768, 4096);
 
 	/* unbind: the window names nothing any more */
 	b.wr_id = 13;
 	b.bind_info.length = 0;
 	assert_int_equal(ibv_bind_mw(f->b.qp, mw, &b), 0);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	poll_expect(f->b.cq, &wc, ANY_ID, IBV_WC_BIND_MW);
 	expect_access_terminate(f, (uintptr_t)f->b.buf + 32768, mw->rkey);
 	assert_int_equal(ibv_dealloc_mw(mw), 0);
 }
@@ -921,9 +929,7 @@ static void test_mw_type2_local_inv(void **state)
 		w.bind_mw.mw = mw;
 	}
 	assert_int_equal(ibv_post_send(f->b.qp, &w, &bad), 0);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 21);
-	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
+	poll_expect(f->b.cq, &wc, 21, IBV_WC_BIND_MW);
 	write_lands(f, 300, (uintptr_t)f->b.buf + 512, rkey, 512, 2048);
 
 	memset(&w, 0, sizeof(w));
@@ -932,9 +938,7 @@ static void test_mw_type2_local_inv(void **state)
 	w.send_flags = IBV_SEND_SIGNALED;
 	w.invalidate_rkey = rkey;
 	assert_int_equal(ibv_post_send(f->b.qp, &w, &bad), 0);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 22);
-	assert_int_equal(wc.opcode, IBV_WC_LOCAL_INV);
+	poll_expect(f->b.cq, &wc, 22, IBV_WC_LOCAL_INV);
 	expect_access_terminate(f, (uintptr_t)f->b.buf + 512, rkey);
 	assert_int_equal(ibv_dealloc_mw(mw), 0);
 }
@@ -970,14 +974,9 @@ static void test_mw_wr_api_send_inv(void **state)
 	x->wr_id = 33;
 	ibv_wr_local_inv(x, rkey2);
 	assert_int_equal(ibv_wr_complete(x), 0);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 31);
-	assert_int_equal(wc.opcode, IBV_WC_BIND_MW);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 32);
-	poll1(f->b.cq, &wc);
-	assert_int_equal(wc.wr_id, 33);
-	assert_int_equal(wc.opcode, IBV_WC_LOCAL_INV);
+	poll_expect(f->b.cq, &wc, 31, IBV_WC_BIND_MW);
+	poll_expect(f->b.cq, &wc, 32, ANY_OP);
+	poll_expect(f->b.cq, &wc, 33, IBV_WC_LOCAL_INV);
 	/* a type 1 window in ibv_wr_bind_mw fails the batch */
 	{
 		struct ibv_mw *t1 = ibv_alloc_mw(f->pd, IBV_MW_TYPE_1);
@@ -990,26 +989,14 @@ static void test_mw_wr_api_send_inv(void **state)
 	write_lands(f, 400, (uintptr_t)f->b.buf + 8192, rkey, 8192, 4096);
 
 	/* a: Send with Invalidate of the window's rkey */
-	{
-		struct ibv_sge sge = {
-		    .addr = (uintptr_t)f->a.buf, .length = 16, .lkey = f->a.mr->lkey};
-		struct ibv_send_wr w = {.wr_id = 34,
-					.sg_list = &sge,
-					.num_sge = 1,
-					.opcode = IBV_WR_SEND_WITH_INV,
-					.send_flags = IBV_SEND_SIGNALED,
-					.invalidate_rkey = rkey};
-		struct ibv_send_wr *bad = NULL;
-
-		post_recv(&f->b, 35, BUF - 64, 64);
-		assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
-		poll1(f->a.cq, &wc);
-		poll1(f->b.cq, &wc);
-		assert_int_equal(wc.wr_id, 35);
-		assert_int_equal(wc.opcode, IBV_WC_RECV);
-		assert_true(wc.wc_flags & IBV_WC_WITH_INV);
-		assert_int_equal(wc.invalidated_rkey, rkey);
-	}
+	post_recv(&f->b, 35, BUF - 64, 64);
+	post_from_a(f, 34, IBV_WR_SEND_WITH_INV, 16, 0, rkey);
+	poll1(f->a.cq, &wc);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.wr_id, 35);
+	assert_int_equal(wc.opcode, IBV_WC_RECV);
+	assert_true(wc.wc_flags & IBV_WC_WITH_INV);
+	assert_int_equal(wc.invalidated_rkey, rkey);
 	expect_access_terminate(f, (uintptr_t)f->b.buf + 8192, rkey);
 	assert_int_equal(ibv_dealloc_mw(mw), 0);
 	assert_int_equal(ibv_dealloc_mw(mw2), 0);
@@ -1038,16 +1025,9 @@ static void post_srq(struct fix *f, uint64_t id, size_t off)
 /* a Sends one message to b (through b's SRQ); waits for both completions. */
 static void send_one(struct fix *f, uint64_t id)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 32, .lkey = f->a.mr->lkey};
-	struct ibv_send_wr w = {.wr_id = id,
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_SEND,
-				.send_flags = IBV_SEND_SIGNALED};
-	struct ibv_send_wr *bad = NULL;
 	struct ibv_wc wc;
 
-	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
+	post_from_a(f, id, IBV_WR_SEND, 32, 0, 0);
 	poll1(f->a.cq, &wc);
 	poll1(f->b.cq, &wc);
 	assert_int_equal(wc.opcode, IBV_WC_RECV);
@@ -1063,6 +1043,24 @@ static int async_wait(struct fix *f, int ms, struct ibv_async_event *ev)
 		return 0;
 	assert_int_equal(ibv_get_async_event(f->ctx, ev), 0);
 	return 1;
+}
+
+/* No async event within 200 ms (label: the step, for the failure message). */
+static void expect_no_async(struct fix *f, const char *label)
+{
+	struct ibv_async_event ev;
+
+	if (async_wait(f, 200, &ev))
+		fail_msg("%s: unexpected async event %s", label, ibv_event_type_str(ev.event_type));
+}
+
+/* An IBV_EVENT_SRQ_LIMIT_REACHED within TMO_MS, acked; *ev keeps its
+ * fields for the caller. */
+static void expect_srq_limit(struct fix *f, struct ibv_async_event *ev)
+{
+	assert_int_equal(async_wait(f, TMO_MS, ev), 1);
+	assert_int_equal(ev->event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	ibv_ack_async_event(ev);
 }
 
 /* ibv_modify_srq(IBV_SRQ_LIMIT): the posted count dropping below the limit
@@ -1088,36 +1086,32 @@ static void test_srq_limit(void **state)
 	/* 6 -> 5 -> 4 -> 3 posted: not below 3 yet */
 	for (int i = 0; i < 3; i++)
 		send_one(f, id++);
-	assert_int_equal(async_wait(f, 200, &ev), 0);
+	expect_no_async(f, "3 posted, limit 3");
 	/* 3 -> 2: below the limit, one event */
 	send_one(f, id++);
-	assert_int_equal(async_wait(f, TMO_MS, &ev), 1);
-	assert_int_equal(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+	expect_srq_limit(f, &ev);
 	assert_ptr_equal(ev.element.srq, f->srq);
-	ibv_ack_async_event(&ev);
 	assert_int_equal(ibv_query_srq(f->srq, &sa), 0);
 	assert_int_equal(sa.srq_limit, 0);
 	/* disarmed: 2 -> 1 raises nothing */
 	send_one(f, id++);
-	assert_int_equal(async_wait(f, 200, &ev), 0);
+	expect_no_async(f, "disarmed");
 	/* re-arm at 4 with 1 posted + 4 more = 5: 5 -> 4 nothing, 4 -> 3 fires */
 	for (int i = 6; i < 10; i++)
 		post_srq(f, 500 + i, (size_t)i * 256);
 	sa.srq_limit = 4;
 	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
 	send_one(f, id++);
-	assert_int_equal(async_wait(f, 200, &ev), 0);
+	expect_no_async(f, "4 posted, limit 4");
 	send_one(f, id++);
-	assert_int_equal(async_wait(f, TMO_MS, &ev), 1);
-	assert_int_equal(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
-	ibv_ack_async_event(&ev);
+	expect_srq_limit(f, &ev);
 	/* armed then disarmed with 0: nothing */
 	sa.srq_limit = 5;
 	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
 	sa.srq_limit = 0;
 	assert_int_equal(ibv_modify_srq(f->srq, &sa, IBV_SRQ_LIMIT), 0);
 	send_one(f, id++);
-	assert_int_equal(async_wait(f, 200, &ev), 0);
+	expect_no_async(f, "armed then disarmed with 0");
 }
 
 /* A Send longer than the receive buffer: b detects a DDP untagged buffer
@@ -1126,36 +1120,11 @@ static void test_srq_limit(void **state)
 static void test_term_req_err(void **state)
 {
 	struct fix *f = *state;
-	struct ibv_sge sge = {.addr = (uintptr_t)f->a.buf, .length = 200, .lkey = f->a.mr->lkey};
-	struct ibv_send_wr w = {.wr_id = 41,
-				.sg_list = &sge,
-				.num_sge = 1,
-				.opcode = IBV_WR_SEND,
-				.send_flags = IBV_SEND_SIGNALED};
-	struct ibv_send_wr *bad = NULL;
-	struct pollfd pfd = {.fd = f->ctx->async_fd, .events = POLLIN};
-	struct ibv_async_event ev;
-	bool seen_a = false, seen_b = false;
-	long end;
 
 	post_recv(&f->b, 42, 0, 100);
-	assert_int_equal(ibv_post_send(f->a.qp, &w, &bad), 0);
-	end = now_ms() + TMO_MS;
-	while ((!seen_a || !seen_b) && now_ms() < end) {
-		if (poll(&pfd, 1, 100) != 1)
-			continue;
-		assert_int_equal(ibv_get_async_event(f->ctx, &ev), 0);
-		if (ev.element.qp == f->b.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_REQ_ERR);
-			seen_b = true;
-		} else if (ev.element.qp == f->a.qp) {
-			assert_int_equal(ev.event_type, IBV_EVENT_QP_FATAL);
-			seen_a = true;
-		}
-		ibv_ack_async_event(&ev);
-	}
-	assert_true(seen_a);
-	assert_true(seen_b);
+	post_from_a(f, 41, IBV_WR_SEND, 200, 0, 0);
+	expect_qp_events(f, "Send longer than the receive", IBV_EVENT_QP_FATAL,
+			 IBV_EVENT_QP_REQ_ERR, false);
 }
 
 int main(void)
