@@ -74,7 +74,6 @@ static int place(struct uiw_qp *qp, const struct iovec *iov, int n, size_t len)
 	return r ? r : ddp_rx_end(&qp->mpa);
 }
 
-/* Terminates for a failed place(): CRC error or a dead stream. */
 /* The stream failed while an FPDU was read (r < 0 from mpa/ddp): a bad CRC
  * is answered with a Terminate (RFC 5044 §4.4 / §8); the peer's FIN inside
  * an FPDU with LLP error 0x01 (it can still read it); a reset from the peer
