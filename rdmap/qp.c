@@ -500,6 +500,29 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 	return rc;
 }
 
+/* Fills a receive queue entry from a receive WR, resolving its SGEs
+ * against pd (zero-length SGEs skipped). Returns UIW_WC_SUCCESS, or the
+ * status of the first bad SGE (LOC_PROT_ERR, LOC_ACCESS_ERR). */
+static enum uiw_wc_status rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
+				      const struct uiw_recv_wr *wr)
+{
+	r->wr_id = wr->wr_id;
+	r->niov = 0;
+	r->len = 0;
+	for (int k = 0; k < wr->num_sge; k++) {
+		enum uiw_wc_status st;
+		if (wr->sg_list[k].length == 0)
+			continue;
+		void *p = uiw_sge_resolve(pd, &wr->sg_list[k], true, &st);
+		if (!p)
+			return st;
+		r->iov[r->niov].iov_base = p;
+		r->iov[r->niov++].iov_len = wr->sg_list[k].length;
+		r->len += wr->sg_list[k].length;
+	}
+	return UIW_WC_SUCCESS;
+}
+
 int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int *bad)
 {
 	int rc = 0, i = 0;
@@ -526,32 +549,19 @@ int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int
 			rc = -ENOMEM;
 			break;
 		}
-		struct rq_wqe *r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
-		r->wr_id = wr[i].wr_id;
-		r->niov = 0;
-		r->len = 0;
-		for (int k = 0; k < wr[i].num_sge; k++) {
-			enum uiw_wc_status st;
-			if (wr[i].sg_list[k].length == 0)
-				continue;
-			void *p = uiw_sge_resolve(qp->pd, &wr[i].sg_list[k], true, &st);
-			if (!p) {
-				/* a bad receive SGE: report it as a completion error */
-				struct uiw_wc wc = {.wr_id = wr[i].wr_id,
-						    .status = st,
-						    .opcode = UIW_WC_RECV,
-						    .qp_num = qp->qpn,
-						    .qp_ctx = qp->ctx};
-				uiw_cq_push(qp->rcq, &wc, false);
-				r = NULL;
-				break;
-			}
-			r->iov[r->niov].iov_base = p;
-			r->iov[r->niov++].iov_len = wr[i].sg_list[k].length;
-			r->len += wr[i].sg_list[k].length;
+		enum uiw_wc_status st =
+		    rq_wqe_fill(&qp->rq[qp->rq_tail & (qp->rq_size - 1)], qp->pd, &wr[i]);
+		if (st != UIW_WC_SUCCESS) {
+			/* a bad receive SGE: report it as a completion error */
+			struct uiw_wc wc = {.wr_id = wr[i].wr_id,
+					    .status = st,
+					    .opcode = UIW_WC_RECV,
+					    .qp_num = qp->qpn,
+					    .qp_ctx = qp->ctx};
+			uiw_cq_push(qp->rcq, &wc, false);
+			continue;
 		}
-		if (r)
-			qp->rq_tail++;
+		qp->rq_tail++;
 	}
 	pthread_mutex_unlock(&qp->lock);
 	if (rc)
@@ -677,25 +687,10 @@ int uiw_srq_post_recv(struct uiw_srq *q, const struct uiw_recv_wr *wr, int n, in
 			rc = -ENOMEM;
 			break;
 		}
-		struct rq_wqe *r = &q->rq[q->tail & (q->size - 1)];
-		r->wr_id = wr[i].wr_id;
-		r->niov = 0;
-		r->len = 0;
-		for (int k = 0; k < wr[i].num_sge; k++) {
-			enum uiw_wc_status st;
-			if (wr[i].sg_list[k].length == 0)
-				continue;
-			void *p = uiw_sge_resolve(q->pd, &wr[i].sg_list[k], true, &st);
-			if (!p) {
-				rc = -EINVAL;
-				break;
-			}
-			r->iov[r->niov].iov_base = p;
-			r->iov[r->niov++].iov_len = wr[i].sg_list[k].length;
-			r->len += wr[i].sg_list[k].length;
-		}
-		if (rc)
+		if (rq_wqe_fill(&q->rq[q->tail & (q->size - 1)], q->pd, &wr[i]) != UIW_WC_SUCCESS) {
+			rc = -EINVAL; /* no CQ to report it on: the post fails */
 			break;
+		}
 		q->tail++;
 	}
 	pthread_mutex_unlock(&q->lock);
