@@ -18,6 +18,8 @@
 #   e2e_wait_for FILE REGEX SECONDS   polls FILE until a line matches
 #   e2e_skip MSG           prints MSG and exits 77 (ctest SKIP_RETURN_CODE)
 #   e2e_fail MSG           prints MSG and exits 1
+# shellcheck source=tests/cleanup.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../cleanup.sh"
 
 set -u
 
@@ -42,22 +44,8 @@ e2e_skip() {
 
 e2e_cleanup() {
 	local rc=$?
-	local p n
-	for p in "${E2E_PIDS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in "${E2E_PIDS[@]}"; do
-		# bounded wait, then force
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null
-	done
-	for n in "${E2E_NETNS[@]}"; do
-		ip netns pids "$n" 2>/dev/null | while read -r p; do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$n" 2>/dev/null
-	done
+	uiw_stop_pids "${E2E_PIDS[@]}"
+	uiw_del_netns "${E2E_NETNS[@]}"
 	[ ${#E2E_BIG_FILES[@]} -gt 0 ] && rm -f "${E2E_BIG_FILES[@]}"
 	if [ "$E2E_KEEP" = 1 ] || [ "$rc" != 0 ]; then
 		[ -n "${E2E_TMP:-}" ] && e2e_log "kept $E2E_TMP"

@@ -14,6 +14,8 @@
 #   uiwv_ns_lo         namespace UIWV_NS_L with only loopback (root only)
 #   uiwv_port          a port derived from the pid
 #   uiwv_pass / uiwv_fail MSG / uiwv_skip MSG   exit 0 / 1 / 77
+# shellcheck source=tests/cleanup.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../cleanup.sh"
 set -u
 UIWV_PIDS=()
 UIWV_NETNS=()
@@ -33,21 +35,9 @@ uiwv_skip() {
 }
 
 uiwv_cleanup() {
-	local rc=$? p n
-	for p in "${UIWV_PIDS[@]}"; do
-		kill -TERM "$p" 2>/dev/null
-	done
-	for p in "${UIWV_PIDS[@]}"; do
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null
-	done
-	for n in "${UIWV_NETNS[@]}"; do
-		ip netns pids "$n" 2>/dev/null | while read -r p; do kill -KILL "$p" 2>/dev/null; done
-		ip netns del "$n" 2>/dev/null
-	done
+	local rc=$?
+	uiw_stop_pids "${UIWV_PIDS[@]}"
+	uiw_del_netns "${UIWV_NETNS[@]}"
 	[ -n "${UIWV_TMP:-}" ] && rm -rf "$UIWV_TMP"
 	exit "$rc"
 }
