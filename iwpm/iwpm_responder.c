@@ -323,18 +323,24 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* Under life_lock, the thread gone (or never ours): closes the sockets
+ * and marks the responder stopped. */
+static void release(void)
+{
+	close_fd(&R.fd4);
+	close_fd(&R.fd6);
+	close_fd(&R.wake_rd);
+	close_fd(&R.wake_wr);
+	R.running = false;
+	R.port = 0;
+}
+
 /* Under life_lock: a state inherited over fork() has no thread here;
  * forget it (closing our copies of the parent's sockets). */
 static void forget_if_forked(void)
 {
-	if (R.running && R.pid != getpid()) {
-		close_fd(&R.fd4);
-		close_fd(&R.fd6);
-		close_fd(&R.wake_rd);
-		close_fd(&R.wake_wr);
-		R.running = false;
-		R.port = 0;
-	}
+	if (R.running && R.pid != getpid())
+		release();
 }
 
 static int bind_udp(int family, uint16_t port, int *out)
@@ -485,12 +491,7 @@ void iwpm_responder_stop(void)
 	if (R.running) {
 		(void)!write(R.wake_wr, "x", 1);
 		pthread_join(R.thread, NULL);
-		close_fd(&R.fd4);
-		close_fd(&R.fd6);
-		close_fd(&R.wake_rd);
-		close_fd(&R.wake_wr);
-		R.running = false;
-		R.port = 0;
+		release();
 	}
 	pthread_mutex_unlock(&life_lock);
 }
