@@ -335,7 +335,7 @@ static void shim_fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = SHIM_HW_VER;
 	a->max_qp = SHIM_MAX_QP;
 	a->max_qp_wr = UIW_MAX_QP_WR;
-	/* Memory windows of type 1 and 2 (objects.c). Not 2A/2B: the engine
+	/* Memory windows of type 1 and 2 (pd_mr.c). Not 2A/2B: the engine
 	 * validates a window's PD, not the QP it was bound through. */
 	a->device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_WINDOW;
 	a->max_mw = SHIM_MAX_MW;

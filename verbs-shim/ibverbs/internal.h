@@ -47,6 +47,27 @@ static inline bool shim_rfc7306_offered(void)
 }
 #define SHIM_MAX_SRQ 16384
 
+/* Work requests and completions are converted on the stack in chunks of
+ * this many. */
+#define SHIM_POST_CHUNK 32
+
+/* Use counts of PDs, CQs and SRQs (atomic): the objects that use one take
+ * a reference; destroying it is EBUSY while any is held. */
+static inline void shim_get(int *users)
+{
+	__atomic_add_fetch(users, 1, __ATOMIC_ACQ_REL);
+}
+
+static inline void shim_put(int *users)
+{
+	__atomic_sub_fetch(users, 1, __ATOMIC_ACQ_REL);
+}
+
+static inline bool shim_busy(int *users)
+{
+	return __atomic_load_n(users, __ATOMIC_ACQUIRE) > 0;
+}
+
 /* The one device. Returns it (initialised once, thread-safe). */
 struct ibv_device *shim_device(void);
 /* GID[0]: the MAC of the first non-loopback interface in bytes 0..5 (as
@@ -84,14 +105,14 @@ struct ibv_srq *shim_op_create_srq_ex(struct ibv_context *context,
 /* ibv_wr_* API (wr.c): installs the ibv_qp_ex ops on q; frees its state. */
 void shim_qp_ex_init(struct shim_qp *q);
 void shim_qp_ex_fini(struct shim_qp *q);
-/* One ibv_send_wr-like request into the engine's form (objects.c); shared
+/* One ibv_send_wr-like request into the engine's form (post.c); shared
  * with wr.c. */
 int shim_check_rfc7306(struct shim_qp *q);
-/* The window part of a Bind MW WR (objects.c; see its comment). */
+/* The window part of a Bind MW WR (post.c; see its comment). */
 int shim_bind_wr(struct uiw_send_wr *u, struct ibv_mw *mw, uint32_t rkey,
 		 const struct ibv_mw_bind_info *info);
 
-/* The async event of a Terminate (objects.c; see its comment). */
+/* The async event of a Terminate (qp.c; see its comment). */
 enum ibv_event_type shim_term_event(const struct uiw_term_info *t);
 
 /* Sets errno to e and returns NULL: the verbs convention for failing

@@ -337,7 +337,7 @@ static void shim_wr_set_sge_list(struct ibv_qp_ex *x, size_t num_sge, const stru
 		shim_wr_fail(shim_qpx(x)->batch, EINVAL);
 		return;
 	}
-	memcpy(e->sge, sg, num_sge * sizeof(*sg)); /* same layout (objects.c) */
+	memcpy(e->sge, sg, num_sge * sizeof(*sg)); /* same layout (post.c) */
 	e->wr.num_sge = (int)num_sge;
 	e->wr.sg_list = NULL;
 }

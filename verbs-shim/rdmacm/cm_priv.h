@@ -121,9 +121,52 @@ struct ibv_context *cm_verbs(void);
 /* The PD of that context that rdma_create_qp uses for pd == NULL. */
 struct ibv_pd *cm_pd(void);
 
+/* Registers the fork handlers (id.c; lazily: nothing runs at load time). */
+void cm_init(void);
+/* Device limit for IRD (initiator false) / ORD (true), as a uint8
+ * conn_param value, at least 1 (id.c). */
+uint8_t cm_dev_rd_atom(bool initiator);
+
+/* ids (id.c). A new id on channel (NULL: a synchronous id with an internal
+ * channel), added to the live list; NULL with errno ENOMEM or the
+ * channel's. */
+struct cm_id *cm_id_new(struct rdma_event_channel *channel, void *context, enum rdma_port_space ps);
+/* The live id whose handle is handle, or NULL. Called with cm_lock held. */
+struct cm_id *cm_id_lookup_locked(uint64_t handle);
+/* Joins the connect / accept worker of id, if one was started. */
+void cm_join_worker(struct cm_id *id);
+
+/* Events (channel.c). */
+/* Closes the channel's descriptors, drops its queued events, frees it. */
+void cm_channel_free(struct cm_channel *c);
+/* A new event of type / status owned by owner (NULL if out of memory). */
+struct cm_event *cm_event_new(struct cm_id *owner, enum rdma_cm_event_type type, int status);
+/* Copies private data (at most UIW_MAX_PRIVATE_DATA bytes) into e. */
+void cm_event_set_pdata(struct cm_event *e, const void *p, unsigned len);
+/* Appends e to its owner's channel (freed instead if the owner is being
+ * destroyed); cm_queue_event_locked is called with cm_lock held. */
+void cm_queue_event_locked(struct cm_event *e);
+void cm_queue_event(struct cm_event *e);
+/* Queues an event without private data: 0, or -1 with errno ENOMEM. */
+int cm_post_simple(struct cm_id *id, enum rdma_cm_event_type type, int status);
+/* Removes the not yet delivered events of id from c. cm_lock held. */
+void cm_drop_queued_locked(struct cm_channel *c, struct cm_id *id);
+/* Synchronous ids: waits for the operation's event (left in id->event):
+ * 0 if it is want with status 0, else -1 with errno from the event. */
+int cm_sync_wait(struct cm_id *id, enum rdma_cm_event_type want);
+
+/* QP of an id (qp.c). The QP a connection of id uses (id->qp, or the QP
+ * of id->verbs numbered p->qp_num, then hooked), also set as
+ * id->conn_qp; NULL with errno EINVAL if none. */
+struct ibv_qp *cm_find_conn_qp(struct cm_id *id, const struct rdma_conn_param *p);
+/* Queues DISCONNECTED for id once. Called with cm_lock held. */
+void cm_disconnected_locked(struct cm_id *id);
+
 /* True for INADDR_ANY / in6addr_any. */
 bool cm_addr_is_any(const struct sockaddr *sa);
 /* sizeof the sockaddr for its family (0 if neither AF_INET nor AF_INET6). */
 socklen_t cm_addr_len(const struct sockaddr *sa);
+/* Sets the port (network byte order) of an IPv4 / IPv6 address. */
+void cm_addr_set_port(struct sockaddr *sa, in_port_t port);
 
 #endif

@@ -1,0 +1,237 @@
+/* libibverbs.so.1 (ours): protection domains, memory regions and memory
+ * windows, mapped onto the uiwarp engine (rdmap/rdmap.h: uiw_pd_*,
+ * uiw_mr_*, uiw_mw_*).
+ *
+ * Sources: the rdma-core 44 man pages ibv_alloc_pd(3), ibv_reg_mr(3),
+ * ibv_alloc_mw(3), ibv_bind_mw(3); RFC 5040 section 2 (STags, windows).
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "verbs-shim/ibverbs/internal.h"
+
+/* -------------------------------------------------------------------- PD */
+
+/* ibv_alloc_pd(3): a protection domain. Returns NULL with errno EINVAL
+ * (NULL context) or ENOMEM. */
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct shim_pd *p;
+
+	if (!context)
+		return shim_fail_null(EINVAL);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return shim_fail_null(ENOMEM);
+	p->pd = uiw_pd_alloc();
+	if (!p->pd) {
+		free(p);
+		return shim_fail_null(ENOMEM);
+	}
+	p->ibv.context = context;
+	return &p->ibv;
+}
+
+/* ibv_alloc_pd(3): frees a PD. Returns 0, or EBUSY while MRs or QPs use it. */
+int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	struct shim_pd *p = shim_pd(pd);
+	int ret;
+
+	if (shim_busy(&p->users))
+		return EBUSY;
+	ret = uiw_pd_free(p->pd);
+	if (ret)
+		return -ret;
+	free(p);
+	return 0;
+}
+
+/* -------------------------------------------------------------------- MR */
+
+#define SHIM_ACCESS_KNOWN                                                                          \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+
+static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				  unsigned access)
+{
+	struct shim_pd *p;
+	struct shim_mr *m;
+	int ret;
+
+	if (!pd)
+		return shim_fail_null(EINVAL);
+	p = shim_pd(pd);
+	/* The optional bits (relaxed ordering, ...) may be ignored by any
+	 * device: ibv_reg_mr(3). */
+	access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~(unsigned)SHIM_ACCESS_KNOWN)
+		return shim_fail_null(EINVAL);
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return shim_fail_null(EINVAL);
+	/* We advertise no ODP capability. */
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return shim_fail_null(EOPNOTSUPP);
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_mr_reg(p->pd, addr, length, iova,
+			 access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
+				   UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC |
+				   UIW_ACCESS_MW_BIND),
+			 &m->mr);
+	if (ret) {
+		free(m);
+		return shim_fail_null(-ret);
+	}
+	m->ibv.context = pd->context;
+	m->ibv.pd = pd;
+	m->ibv.addr = addr;
+	m->ibv.length = length;
+	m->ibv.handle = m->mr->stag;
+	m->ibv.lkey = m->mr->stag;
+	m->ibv.rkey = m->mr->stag;
+	shim_get(&p->users);
+	return &m->ibv;
+}
+
+#undef ibv_reg_mr
+/* ibv_reg_mr(3): registers addr[0..length) with access (IBV_ACCESS_*; the
+ * optional range is ignored); the peer addresses it by virtual address, or
+ * from 0 with IBV_ACCESS_ZERO_BASED. lkey = rkey = the engine STag.
+ * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
+ * LOCAL_WRITE), EOPNOTSUPP (ON_DEMAND), ENOMEM. IBV_ACCESS_MW_BIND lets
+ * memory windows be bound to the MR. */
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
+
+	return shim_reg_mr(pd, addr, length, iova, (unsigned)access);
+}
+
+#undef ibv_reg_mr_iova
+/* ibv_reg_mr_iova(3): as ibv_reg_mr, addressed as iova by the peer. */
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			       int access)
+{
+	return shim_reg_mr(pd, addr, length, iova, (unsigned)access);
+}
+
+/* ibv_reg_mr_iova2(3) (IBVERBS_1.8, what the ibv_reg_mr macro calls when the
+ * access flags are not a constant): as ibv_reg_mr_iova. */
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				unsigned int access)
+{
+	return shim_reg_mr(pd, addr, length, iova, access);
+}
+
+/* ibv_reg_mr(3): invalidates the STag and frees the MR. Returns 0 or the
+ * engine's errno (EINVAL). Calling it twice on one MR is undefined. */
+int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct shim_mr *m = shim_mr(mr);
+	struct shim_pd *p = shim_pd(mr->pd);
+	int ret;
+
+	ret = uiw_mr_dereg(m->mr);
+	if (ret)
+		return -ret;
+	shim_put(&p->users);
+	free(m);
+	return 0;
+}
+
+/* ops.alloc_mw (ibv_alloc_mw(3)): an unbound memory window of type
+ * IBV_MW_TYPE_1 or IBV_MW_TYPE_2 on pd (RFC 5040 section 2: an STag of its
+ * own naming part of an MR once bound). mw->rkey is its STag; it names no
+ * memory until bound. Returns NULL with errno EINVAL (no PD, other type) or
+ * ENOMEM. */
+struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct shim_mw *w;
+	uint32_t rkey = 0;
+	int ret;
+
+	if (!pd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2))
+		return shim_fail_null(EINVAL);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return shim_fail_null(ENOMEM);
+	ret = uiw_mw_alloc(shim_pd(pd)->pd, (int)type, &w->mw, &rkey);
+	if (ret) {
+		free(w);
+		return shim_fail_null(-ret);
+	}
+	w->ibv.context = pd->context;
+	w->ibv.pd = pd;
+	w->ibv.rkey = rkey;
+	w->ibv.handle = rkey;
+	w->ibv.type = type;
+	shim_get(&shim_pd(pd)->users);
+	return &w->ibv;
+}
+
+/* ops.bind_mw (ibv_bind_mw(3), type 1 windows; libibverbs' inline wrapper
+ * refuses type 2): posts a Bind MW work request on qp's send queue, so it
+ * takes effect in send-queue order. The new rkey is mw->rkey with its key
+ * byte incremented (ibv_inc_rkey); mw->rkey is set to it when the request
+ * is posted, as rdma-core providers do. A completion (IBV_WC_BIND_MW,
+ * wr_id mw_bind->wr_id) comes if IBV_SEND_SIGNALED or the QP signals all;
+ * a bind that breaks the MR's rules completes with an error (MR without
+ * IBV_ACCESS_MW_BIND, remote write without local write: LOC_ACCESS_ERR;
+ * range outside the MR, other PD: LOC_PROT_ERR). A zero bind_info.length
+ * unbinds. Returns 0 or an errno (EINVAL bad arguments or access bits,
+ * ENOMEM send queue full, QP state errors as ibv_post_send). */
+int shim_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	struct shim_qp *q;
+	struct uiw_send_wr u = {0};
+	uint32_t rkey;
+	int bad = 0, ret;
+
+	if (!qp || !mw || !mw_bind || mw->type != IBV_MW_TYPE_1 || mw->pd != qp->pd)
+		return EINVAL;
+	if (mw_bind->send_flags & ~(unsigned)(IBV_SEND_SIGNALED | IBV_SEND_FENCE))
+		return EINVAL;
+	q = shim_qp(qp);
+	rkey = ibv_inc_rkey(mw->rkey);
+	ret = shim_bind_wr(&u, mw, rkey, &mw_bind->bind_info);
+	if (ret)
+		return ret;
+	u.wr_id = mw_bind->wr_id;
+	u.opcode = UIW_WR_BIND_MW;
+	u.flags = mw_bind->send_flags;
+	ret = uiw_qp_post_send(q->qp, &u, 1, &bad);
+	if (ret)
+		return -ret;
+	mw->rkey = rkey;
+	return 0;
+}
+
+/* ops.dealloc_mw (ibv_dealloc_mw(3)): frees the window; a binding it still
+ * has is dropped first (its rkey stops working). Returns 0 or EINVAL. */
+int shim_op_dealloc_mw(struct ibv_mw *mw)
+{
+	struct shim_mw *w;
+	struct ibv_pd *pd;
+	int ret;
+
+	if (!mw)
+		return EINVAL;
+	w = shim_mw(mw);
+	pd = mw->pd;
+	ret = uiw_mw_dealloc(w->mw);
+	if (ret)
+		return -ret;
+	shim_put(&shim_pd(pd)->users);
+	free(w);
+	return 0;
+}

@@ -1,0 +1,268 @@
+/* librdmacm.so.1 (ours): event channels and events: rdma_create_event_channel(3),
+ * rdma_destroy_event_channel(3), rdma_get_cm_event(3), rdma_ack_cm_event(3),
+ * rdma_event_str(3), and the wait of synchronous ids (channel NULL) for
+ * the result of their operation.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "cm_priv.h"
+
+/* ------------------------------------------------------------- channel */
+
+/* rdma_create_event_channel(3): returns a channel whose fd is a pollable
+ * file descriptor (readable while events are queued), or NULL with errno
+ * (EMFILE, ENFILE, ENOMEM). */
+CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct cm_channel *c;
+	int sv[2];
+
+	cm_init();
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		free(c);
+		return NULL;
+	}
+	shutdown(sv[0], SHUT_WR);
+	c->ch.fd = sv[0];
+	c->wfd = sv[1];
+	return &c->ch;
+}
+
+void cm_channel_free(struct cm_channel *c)
+{
+	struct cm_event *e, *n;
+
+	pthread_mutex_lock(&cm_lock);
+	e = c->head;
+	c->head = c->tail = NULL;
+	pthread_mutex_unlock(&cm_lock);
+	for (; e; e = n) {
+		n = e->next;
+		free(e);
+	}
+	close(c->ch.fd);
+	close(c->wfd);
+	free(c);
+}
+
+/* rdma_destroy_event_channel(3): closes the fd and frees the channel.
+ * The caller destroys every id on it first; queued events are dropped. */
+CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	if (channel)
+		cm_channel_free(cm_channel_of(channel));
+}
+
+/* Appends e to the channel of its owner and writes its token. Called with
+ * cm_lock held. Frees e instead if the owner is being destroyed. */
+void cm_queue_event_locked(struct cm_event *e)
+{
+	struct cm_id *owner = e->owner;
+	struct cm_channel *c = cm_channel_of(owner->id.channel);
+	char b = 0;
+
+	if (owner->destroying || !c) {
+		free(e);
+		return;
+	}
+	e->next = NULL;
+	if (c->tail)
+		c->tail->next = e;
+	else
+		c->head = e;
+	c->tail = e;
+	while (send(c->wfd, &b, 1, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+struct cm_event *cm_event_new(struct cm_id *owner, enum rdma_cm_event_type type, int status)
+{
+	struct cm_event *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->owner = owner;
+	e->ev.id = &owner->id;
+	e->ev.event = type;
+	e->ev.status = status;
+	e->ev.param.conn.private_data = NULL;
+	return e;
+}
+
+void cm_event_set_pdata(struct cm_event *e, const void *p, unsigned len)
+{
+	if (len > sizeof(e->pdata))
+		len = sizeof(e->pdata);
+	if (len) {
+		memcpy(e->pdata, p, len);
+		e->ev.param.conn.private_data = e->pdata;
+	}
+	e->ev.param.conn.private_data_len = (uint8_t)len;
+}
+
+void cm_queue_event(struct cm_event *e)
+{
+	pthread_mutex_lock(&cm_lock);
+	cm_queue_event_locked(e);
+	pthread_mutex_unlock(&cm_lock);
+}
+
+/* Queues a simple event (no private data) on id's channel. */
+int cm_post_simple(struct cm_id *id, enum rdma_cm_event_type type, int status)
+{
+	struct cm_event *e = cm_event_new(id, type, status);
+
+	if (!e) {
+		errno = ENOMEM;
+		return -1;
+	}
+	cm_queue_event(e);
+	return 0;
+}
+
+/* Removes the queued (not yet delivered) events of id from channel c and
+ * one token for each. Called with cm_lock held. */
+void cm_drop_queued_locked(struct cm_channel *c, struct cm_id *id)
+{
+	struct cm_event **pp = &c->head, *e;
+	char b;
+
+	c->tail = NULL;
+	while ((e = *pp)) {
+		if (e->owner == id) {
+			*pp = e->next;
+			free(e);
+			(void)!recv(c->ch.fd, &b, 1, MSG_DONTWAIT);
+			continue;
+		}
+		c->tail = e;
+		pp = &e->next;
+	}
+}
+
+/* rdma_get_cm_event(3): returns the next event of channel in *event: 0, or
+ * -1 with errno EAGAIN (fd set O_NONBLOCK and nothing queued), EINTR,
+ * EINVAL. Blocks otherwise. The event and its private data stay valid
+ * until rdma_ack_cm_event. A caller still blocked when the channel is
+ * destroyed stays blocked (as with the kernel rdma_cm). */
+CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct cm_channel *c;
+
+	if (!channel || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	c = cm_channel_of(channel);
+	for (;;) {
+		char b;
+		ssize_t r = read(c->ch.fd, &b, 1);
+		struct cm_event *e;
+
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			/* The channel was destroyed under us (rping's CM thread,
+			 * still blocked when main destroys the channel and
+			 * returns). The kernel rdma_cm leaves such a reader
+			 * blocked, and so do we: returning would make it act on
+			 * freed memory or, like rping, exit with an error. */
+			for (;;)
+				pause();
+		}
+		pthread_mutex_lock(&cm_lock);
+		e = c->head;
+		if (e) {
+			c->head = e->next;
+			if (!c->head)
+				c->tail = NULL;
+			e->owner->delivered++;
+		}
+		pthread_mutex_unlock(&cm_lock);
+		if (e) {
+			*event = &e->ev;
+			return 0;
+		}
+	}
+}
+
+/* rdma_ack_cm_event(3): frees an event from rdma_get_cm_event. 0, or -1
+ * with errno EINVAL for NULL. */
+CM_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	struct cm_event *e = (struct cm_event *)event;
+
+	if (!event) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&cm_lock);
+	e->owner->acked++;
+	pthread_cond_broadcast(&cm_cond);
+	pthread_mutex_unlock(&cm_lock);
+	free(e);
+	return 0;
+}
+
+/* rdma_event_str(3): the name of an event type ("RDMA_CM_EVENT_..."), or
+ * "UNKNOWN EVENT". */
+CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	static const char *const names[] = {
+	    "RDMA_CM_EVENT_ADDR_RESOLVED",     "RDMA_CM_EVENT_ADDR_ERROR",
+	    "RDMA_CM_EVENT_ROUTE_RESOLVED",    "RDMA_CM_EVENT_ROUTE_ERROR",
+	    "RDMA_CM_EVENT_CONNECT_REQUEST",   "RDMA_CM_EVENT_CONNECT_RESPONSE",
+	    "RDMA_CM_EVENT_CONNECT_ERROR",     "RDMA_CM_EVENT_UNREACHABLE",
+	    "RDMA_CM_EVENT_REJECTED",	       "RDMA_CM_EVENT_ESTABLISHED",
+	    "RDMA_CM_EVENT_DISCONNECTED",      "RDMA_CM_EVENT_DEVICE_REMOVAL",
+	    "RDMA_CM_EVENT_MULTICAST_JOIN",    "RDMA_CM_EVENT_MULTICAST_ERROR",
+	    "RDMA_CM_EVENT_ADDR_CHANGE",       "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	    "RDMA_CM_EVENT_ADDRINFO_RESOLVED", "RDMA_CM_EVENT_ADDRINFO_ERROR",
+	};
+
+	if ((unsigned)event < sizeof(names) / sizeof(names[0]))
+		return names[event];
+	return "UNKNOWN EVENT";
+}
+
+/* --------------------------------------------------- synchronous waits */
+
+/* For a synchronous id: acks the previous id->event, waits for the next
+ * event (the operation's result) and stores it in id->event. Returns 0 if
+ * it is `want` with status 0; otherwise -1 with errno from the status
+ * (ECONNREFUSED for REJECTED, EHOSTUNREACH for UNREACHABLE, else EIO or
+ * -status). */
+int cm_sync_wait(struct cm_id *id, enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	if (rdma_get_cm_event(id->id.channel, &ev))
+		return -1;
+	id->id.event = ev;
+	if (ev->event == want && ev->status == 0)
+		return 0;
+	if (ev->event == RDMA_CM_EVENT_REJECTED)
+		errno = ECONNREFUSED;
+	else if (ev->event == RDMA_CM_EVENT_UNREACHABLE)
+		errno = EHOSTUNREACH;
+	else if (ev->status < 0)
+		errno = -ev->status;
+	else
+		errno = EIO;
+	return -1;
+}
