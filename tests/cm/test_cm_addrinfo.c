@@ -1,5 +1,6 @@
 /* rdma_getaddrinfo / rdma_freeaddrinfo: numeric and named hosts, passive
- * wildcard, RAI_NUMERICHOST, ports, defaults (RDMA_PS_TCP, IBV_QPT_RC).
+ * wildcard, RAI_NUMERICHOST, ports, defaults (RDMA_PS_TCP, IBV_QPT_RC),
+ * results built from the hints alone (no node, no service).
  * The RDMACM_1.4 calls of rdma-core 60 (rdma_resolve_addrinfo,
  * rdma_query_addrinfo, rdma_write_cm_event), imported with their version
  * node as a program built against rdma-core 60 imports them: this program
@@ -142,6 +143,102 @@ static void test_errors(void **state)
 	rdma_freeaddrinfo(NULL);
 }
 
+/* Neither node nor service: the result comes from the hints alone, as
+ * librdmacm builds it (libfabric's verbs provider: vrb_get_rdmacm_rai with
+ * only hints->ai_src_addr or ai_dst_addr, then rdma_bind_addr /
+ * rdma_resolve_addr on the result). */
+static void test_hints_only(void **state)
+{
+	struct rdma_addrinfo hints, *res = NULL;
+	struct sockaddr_in src = {.sin_family = AF_INET, .sin_port = htons(7000)};
+	struct sockaddr_in6 dst = {.sin6_family = AF_INET6, .sin6_port = htons(7001)};
+	struct rdma_cm_id *id;
+
+	(void)state;
+	src.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	dst.sin6_addr = in6addr_loopback;
+
+	/* only a source: passive use */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE;
+	hints.ai_family = AF_INET;
+	hints.ai_port_space = RDMA_PS_TCP;
+	hints.ai_src_addr = (struct sockaddr *)&src;
+	hints.ai_src_len = sizeof(src);
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0);
+	assert_non_null(res);
+	assert_int_equal(res->ai_flags, RAI_PASSIVE);
+	assert_int_equal(res->ai_family, AF_INET);
+	assert_int_equal(res->ai_port_space, RDMA_PS_TCP);
+	assert_null(res->ai_dst_addr);
+	assert_int_equal(res->ai_dst_len, 0);
+	assert_int_equal(res->ai_src_len, sizeof(src));
+	assert_ptr_not_equal(res->ai_src_addr, &src); /* a copy */
+	assert_memory_equal(res->ai_src_addr, &src, sizeof(src));
+	assert_null(res->ai_next);
+	assert_int_equal(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(id, res->ai_src_addr), 0);
+	assert_non_null(id->verbs);
+	assert_int_equal(rdma_destroy_id(id), 0);
+	rdma_freeaddrinfo(res);
+
+	/* only a destination, kept as given (an IPv6 one with family 0) */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_dst_addr = (struct sockaddr *)&dst;
+	hints.ai_dst_len = sizeof(dst);
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0);
+	assert_int_equal(res->ai_flags, 0);
+	assert_int_equal(res->ai_family, 0);
+	assert_null(res->ai_src_addr);
+	assert_int_equal(res->ai_dst_len, sizeof(dst));
+	assert_memory_equal(res->ai_dst_addr, &dst, sizeof(dst));
+	/* what libfabric does with it: resolve toward it (synchronous id) */
+	assert_int_equal(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_resolve_addr(id, res->ai_src_addr, res->ai_dst_addr, 2000), 0);
+	assert_non_null(id->verbs);
+	assert_int_equal(rdma_destroy_id(id), 0);
+	rdma_freeaddrinfo(res);
+
+	/* both */
+	hints.ai_src_addr = (struct sockaddr *)&src;
+	hints.ai_src_len = sizeof(src);
+	hints.ai_qp_type = IBV_QPT_RC;
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0);
+	assert_int_equal(res->ai_qp_type, IBV_QPT_RC);
+	assert_memory_equal(res->ai_src_addr, &src, sizeof(src));
+	assert_memory_equal(res->ai_dst_addr, &dst, sizeof(dst));
+	rdma_freeaddrinfo(res);
+
+	/* hints without an address: a result without one (librdmacm) */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE;
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0);
+	assert_null(res->ai_src_addr);
+	assert_null(res->ai_dst_addr);
+	rdma_freeaddrinfo(res);
+
+	/* a length without an address, or longer than any sockaddr */
+	hints.ai_src_len = sizeof(src);
+	res = (struct rdma_addrinfo *)&hints; /* overwritten with NULL */
+	errno = 0;
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_null(res);
+	hints.ai_src_addr = (struct sockaddr *)&src;
+	hints.ai_src_len = sizeof(struct sockaddr_storage) + 1;
+	errno = 0;
+	assert_int_equal(rdma_getaddrinfo(NULL, NULL, &hints, &res), -1);
+	assert_int_equal(errno, EINVAL);
+	/* with node: hints->ai_src_addr is copied for an active result */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_src_addr = (struct sockaddr *)&src;
+	hints.ai_src_len = sizeof(src);
+	assert_int_equal(rdma_getaddrinfo("127.0.0.1", "7002", &hints, &res), 0);
+	assert_memory_equal(res->ai_src_addr, &src, sizeof(src));
+	assert_int_equal(((struct sockaddr_in *)res->ai_dst_addr)->sin_port, htons(7002));
+	rdma_freeaddrinfo(res);
+}
+
 static void test_resolve_addrinfo(void **state)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -226,13 +323,10 @@ static void test_write_cm_event(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_numeric_active),
-	    cmocka_unit_test(test_no_service_port_zero),
-	    cmocka_unit_test(test_passive),
-	    cmocka_unit_test(test_named_and_numerichost),
-	    cmocka_unit_test(test_ipv6),
-	    cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_resolve_addrinfo),
+	    cmocka_unit_test(test_numeric_active), cmocka_unit_test(test_no_service_port_zero),
+	    cmocka_unit_test(test_passive),	   cmocka_unit_test(test_named_and_numerichost),
+	    cmocka_unit_test(test_ipv6),	   cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_hints_only),	   cmocka_unit_test(test_resolve_addrinfo),
 	    cmocka_unit_test(test_write_cm_event),
 	};
 
