@@ -232,8 +232,12 @@ static void test_qp(void **state)
 	assert_int_equal(ibv_destroy_cq(cq), EBUSY);
 	assert_int_equal(ibv_dealloc_pd(f->pd), EBUSY);
 
+	/* a new QP of an RNIC queries as INIT (siw, iw_cxgb4; rdma-core's
+	 * test_qp.py query_qp_common_test), its public state stays RESET until
+	 * then, as libibverbs sets it */
 	assert_int_equal(ibv_query_qp(qp, &at, IBV_QP_STATE | IBV_QP_CAP, &ia), 0);
-	assert_int_equal(at.qp_state, IBV_QPS_RESET);
+	assert_int_equal(at.qp_state, IBV_QPS_INIT);
+	assert_int_equal(qp->state, IBV_QPS_INIT);
 	assert_true(at.cap.max_inline_data >= 64);
 	assert_true(ia.cap.max_send_wr >= 16);
 	assert_ptr_equal(ia.send_cq, cq);
@@ -264,6 +268,10 @@ static void test_qp(void **state)
 	assert_int_equal(at.qp_state, IBV_QPS_ERR);
 	at.qp_state = IBV_QPS_RESET;
 	assert_int_equal(ibv_modify_qp(qp, &at, IBV_QP_STATE), 0);
+	assert_int_equal(qp->state, IBV_QPS_RESET);
+	/* idle again: INIT, as an RNIC reports it */
+	assert_int_equal(ibv_query_qp(qp, &at, IBV_QP_STATE, &ia), 0);
+	assert_int_equal(at.qp_state, IBV_QPS_INIT);
 
 	assert_int_equal(ibv_destroy_qp(qp), 0);
 	assert_int_equal(ibv_destroy_cq(cq), 0);

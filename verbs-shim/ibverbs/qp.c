@@ -193,7 +193,7 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	}
 	q->ibv.qp_num = uiw_qp_num(q->qp);
 	q->ibv.handle = q->ibv.qp_num;
-	q->ibv.state = IBV_QPS_RESET; /* the engine's INIT is verbs' RESET until modified */
+	q->ibv.state = IBV_QPS_RESET; /* as libibverbs sets it; ibv_query_qp says INIT */
 	q->ibv.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&q->ibv.mutex, NULL);
 	pthread_cond_init(&q->ibv.cond, NULL);
@@ -303,9 +303,10 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	return 0;
 }
 
-/* ibv_query_qp(3): state, caps, IRD/ORD, access flags, and the creation
- * attributes. attr_mask is a hint; everything is filled. Returns 0 or
- * EINVAL. */
+/* ibv_query_qp(3): state (an unconnected QP is INIT, also right after
+ * creation and after a move to RESET, as on iWARP RNICs), caps, IRD/ORD,
+ * access flags, and the creation attributes. attr_mask is a hint;
+ * everything is filled. Returns 0 or EINVAL. */
 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 		 struct ibv_qp_init_attr *init_attr)
 {
@@ -317,10 +318,13 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 		return EINVAL;
 	s = uiw_qp_get_state(q->qp);
 	memset(attr, 0, sizeof(*attr));
-	if (s == UIW_QPS_INIT && qp->state == IBV_QPS_RESET)
-		attr->qp_state = IBV_QPS_RESET;
-	else
-		attr->qp_state = (enum ibv_qp_state)s;
+	/* An unconnected iWARP QP is idle, which the kernel's iWARP drivers
+	 * report as INIT from creation on and after a move to RESET (siw:
+	 * SIW_QP_STATE_IDLE, iw_cxgb4: C4IW_QP_STATE_IDLE -> IB_QPS_INIT);
+	 * rdma-core's own tests (test_qp.py, query_qp_common_test) expect INIT
+	 * for IBV_NODE_RNIC. The public qp->state is RESET until the first
+	 * modify or query, as libibverbs sets it. */
+	attr->qp_state = s == UIW_QPS_RESET ? IBV_QPS_INIT : (enum ibv_qp_state)s;
 	attr->cur_qp_state = attr->qp_state;
 	/* librdmacm moves the engine QP itself (connect, disconnect): keep the
 	 * public field in step with what the engine says. */
