@@ -126,6 +126,8 @@ static void test_query_device(void **state)
 	assert_int_equal(ibv_query_device_ex(ctx, NULL, &ax), 0);
 	assert_memory_equal(&ax.orig_attr, &a, sizeof(a));
 	assert_int_equal(ax.odp_caps.general_caps, 0);
+	/* rdma-core's test_device.py test_phys_port_cnt_ex */
+	assert_int_equal(ax.phys_port_cnt_ex, a.phys_port_cnt);
 	assert_int_equal(ibv_close_device(ctx), 0);
 }
 

@@ -373,8 +373,9 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device
 
 /* verbs_context.query_device_ex (ibv_query_device_ex(3)): fills the first
  * attr_size bytes of an ibv_device_attr_ex (callers built against older or
- * newer headers pass their own size). input must be NULL or comp_mask 0.
- * Returns 0 or EINVAL. */
+ * newer headers pass their own size); phys_port_cnt_ex is phys_port_cnt,
+ * the other extended fields are zero (no ODP, TSO, RSS, DM ...). input must
+ * be NULL or comp_mask 0. Returns 0 or EINVAL. */
 int shim_op_query_device_ex(struct ibv_context *context,
 			    const struct ibv_query_device_ex_input *input,
 			    struct ibv_device_attr_ex *attr, size_t attr_size)
@@ -390,6 +391,10 @@ int shim_op_query_device_ex(struct ibv_context *context,
 	shim_fill_device_attr(&a.orig_attr);
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
 	a.max_dm_size = 0;
+	/* the port count without the uint8 limit (rdma-core 36+); equal to
+	 * phys_port_cnt below 256 (rdma-core's test_device.py
+	 * test_phys_port_cnt_ex) */
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	if (attr_size > sizeof(a)) {
 		memset(attr, 0, attr_size);
 		attr_size = sizeof(a);
