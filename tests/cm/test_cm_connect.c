@@ -5,7 +5,9 @@
  * (rdma_create_ep / rdma_get_request / blocking connect and accept);
  * connections closed right after they are established (cmtime's pattern:
  * rdma_disconnect and rdma_destroy_qp at once) giving DISCONNECTED on both
- * sides, after ESTABLISHED. */
+ * sides, after ESTABLISHED; id->pd (the device's PD once an id has a
+ * device, the QP's after rdma_create_qp) and an application QP made on it,
+ * connected by qp_num. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -474,6 +476,167 @@ static void test_sync_endpoints(void **state)
 	rdma_destroy_ep(sv.listen);
 }
 
+/* ------------------------------------------- id->pd and an external QP */
+
+/* An application-made QP on id->pd (rdma-core's test_rdmacm.py
+ * test_rdmacm_async_traffic_external_qp: QP(cmid.pd, ...), moved through
+ * INIT / RTR / RTS with rdma_init_qp_attr, connected by qp_num). */
+struct ext_side {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char buf[2][64];
+};
+
+static void ext_init(struct ext_side *s, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr attr;
+	enum ibv_qp_state st[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS};
+
+	/* librdmacm gives every id with a device the device's PD */
+	assert_non_null(id->verbs);
+	assert_non_null(id->pd);
+	assert_ptr_equal(id->pd->context, id->verbs);
+	assert_null(id->qp);
+	memset(s->buf, 0, sizeof(s->buf));
+	s->cq = ibv_create_cq(id->verbs, 8, NULL, NULL, 0);
+	assert_non_null(s->cq);
+	s->mr = ibv_reg_mr(id->pd, s->buf, sizeof(s->buf), IBV_ACCESS_LOCAL_WRITE);
+	assert_non_null(s->mr);
+	memset(&attr, 0, sizeof(attr));
+	attr.send_cq = attr.recv_cq = s->cq;
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 2;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	s->qp = ibv_create_qp(id->pd, &attr);
+	assert_non_null(s->qp);
+	for (unsigned i = 0; i < 3; i++) {
+		struct ibv_qp_attr qa = {.qp_state = st[i]};
+		int mask = 0;
+
+		assert_int_equal(rdma_init_qp_attr(id, &qa, &mask), 0);
+		assert_int_equal(ibv_modify_qp(s->qp, &qa, mask), 0);
+	}
+}
+
+static void ext_fini(struct ext_side *s)
+{
+	assert_int_equal(ibv_destroy_qp(s->qp), 0);
+	assert_int_equal(ibv_dereg_mr(s->mr), 0);
+	assert_int_equal(ibv_destroy_cq(s->cq), 0);
+}
+
+static void ext_recv(struct ext_side *s)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf[1], sizeof(s->buf[1]), s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	assert_int_equal(ibv_post_recv(s->qp, &wr, &bad), 0);
+}
+
+/* Sends msg from a to b and checks it arrived. */
+static void ext_send_check(struct ext_side *a, struct ext_side *b, const char *msg)
+{
+	struct ibv_sge sge = {(uintptr_t)a->buf[0], (uint32_t)strlen(msg) + 1, a->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *bad;
+	struct side pa = {.cq = a->cq}, pb = {.cq = b->cq};
+	struct ibv_wc wc;
+
+	strcpy(a->buf[0], msg);
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	assert_int_equal(ibv_post_send(a->qp, &wr, &bad), 0);
+	wait_wc(&pa, 1, NULL);
+	wait_wc(&pb, 2, &wc);
+	assert_int_equal(wc.byte_len, strlen(msg) + 1);
+	assert_string_equal(b->buf[1], msg);
+}
+
+static void test_external_qp_on_id_pd(void **state)
+{
+	struct sockaddr_in a = lo(0);
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *listen, *client, *server, *any;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct ext_side es, ec;
+	struct ibv_qp_init_attr attr;
+
+	(void)state;
+	assert_non_null(sch);
+	assert_non_null(cch);
+	/* a wildcard bind has no device yet: no verbs, no pd */
+	assert_int_equal(rdma_create_id(sch, &any, NULL, RDMA_PS_TCP), 0);
+	a.sin_addr.s_addr = htonl(INADDR_ANY);
+	assert_int_equal(rdma_bind_addr(any, (struct sockaddr *)&a), 0);
+	assert_null(any->verbs);
+	assert_null(any->pd);
+	assert_int_equal(rdma_destroy_id(any), 0);
+
+	a = lo(0);
+	assert_int_equal(rdma_create_id(sch, &listen, NULL, RDMA_PS_TCP), 0);
+	assert_null(listen->pd);
+	assert_int_equal(rdma_bind_addr(listen, (struct sockaddr *)&a), 0);
+	assert_non_null(listen->pd); /* bound to a local address: the device's */
+	assert_int_equal(rdma_listen(listen, 4), 0);
+	assert_int_equal(rdma_create_id(cch, &client, NULL, RDMA_PS_TCP), 0);
+	assert_null(client->pd);
+	resolve(cch, client, ntohs(rdma_get_src_port(listen)));
+	assert_ptr_equal(client->pd, listen->pd); /* one PD per device */
+	ext_init(&ec, client);
+	ext_recv(&ec);
+
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = ec.qp->qp_num;
+	assert_int_equal(rdma_connect(client, &cp), 0);
+	ev = cm_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, EV_MS);
+	assert_non_null(ev);
+	server = ev->id;
+	rdma_ack_cm_event(ev);
+	assert_ptr_equal(server->pd, listen->pd);
+	ext_init(&es, server);
+	ext_recv(&es);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = es.qp->qp_num;
+	assert_int_equal(rdma_accept(server, &cp), 0);
+	expect_ack(sch, RDMA_CM_EVENT_ESTABLISHED, server);
+	expect_ack(cch, RDMA_CM_EVENT_ESTABLISHED, client);
+	ext_send_check(&ec, &es, "external qp, client to server");
+	ext_send_check(&es, &ec, "and back");
+	assert_int_equal(rdma_disconnect(client), 0);
+	expect_ack(cch, RDMA_CM_EVENT_DISCONNECTED, client);
+	expect_ack(sch, RDMA_CM_EVENT_DISCONNECTED, server);
+	ext_fini(&es);
+	ext_fini(&ec);
+
+	/* rdma_create_qp with pd NULL uses id->pd; with a PD of its own, id->pd
+	 * becomes that one (librdmacm: id->pd = qp->pd) */
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	{
+		struct ibv_pd *dev_pd = client->pd, *own = ibv_alloc_pd(client->verbs);
+
+		assert_int_equal(rdma_create_qp(client, NULL, &attr), 0);
+		assert_ptr_equal(client->qp->pd, dev_pd);
+		assert_ptr_equal(client->pd, dev_pd);
+		rdma_destroy_qp(client);
+		assert_non_null(own);
+		attr.send_cq = attr.recv_cq = NULL; /* written back, destroyed with the QP */
+		assert_int_equal(rdma_create_qp(client, own, &attr), 0);
+		assert_ptr_equal(client->pd, own);
+		rdma_destroy_qp(client);
+		assert_int_equal(ibv_dealloc_pd(own), 0);
+	}
+	assert_int_equal(rdma_destroy_id(server), 0);
+	assert_int_equal(rdma_destroy_id(client), 0);
+	assert_int_equal(rdma_destroy_id(listen), 0);
+	rdma_destroy_event_channel(sch);
+	rdma_destroy_event_channel(cch);
+}
+
 /* ------------------------------------- connect and close at once (cmtime) */
 
 #define BURST 16
@@ -674,6 +837,7 @@ int main(void)
 	    cmocka_unit_test(test_connect_before_listen),
 	    cmocka_unit_test(test_sync_endpoints),
 	    cmocka_unit_test(test_disconnect_then_destroy_qp),
+	    cmocka_unit_test(test_external_qp_on_id_pd),
 	    cmocka_unit_test(test_connect_close_burst),
 	};
 

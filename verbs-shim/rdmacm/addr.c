@@ -91,8 +91,9 @@ static int pick_port(struct sockaddr *addr)
 /* rdma_bind_addr(3): binds id to a local IPv4/IPv6 address and port (port
  * 0: a free port is picked now, readable with rdma_get_src_port). A
  * non-wildcard address also sets id->verbs to this library's device
- * context; a wildcard one leaves it NULL until a connection request
- * (kernel rdma_cm behaviour). 0, or -1 with errno EINVAL (NULL, state),
+ * context and id->pd to the device's PD (librdmacm's per-device PD); a
+ * wildcard one leaves both NULL until a connection request (kernel rdma_cm
+ * behaviour). 0, or -1 with errno EINVAL (NULL, state),
  * EAFNOSUPPORT, EADDRNOTAVAIL (address not local), EADDRINUSE (a listener
  * holds the port), ENODEV. The TCP port itself is taken by rdma_listen
  * (SO_REUSEADDR) or by the connection, not here. */
@@ -118,11 +119,8 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 	 * port 0 becomes a free port */
 	if (pick_port((struct sockaddr *)&ss))
 		return -1;
-	if (!cm_addr_is_any(addr)) {
-		rid->verbs = cm_verbs();
-		if (!rid->verbs)
-			return -1;
-	}
+	if (!cm_addr_is_any(addr) && cm_attach_device(rid))
+		return -1;
 	memcpy(&rid->route.addr.src_storage, &ss, sizeof(ss));
 	id->explicit_port = addr_port(addr) != 0;
 	id->bound = true;
@@ -167,8 +165,8 @@ static int route_lookup(const struct sockaddr *dst, const struct sockaddr *src,
  * librdmacm on the kernel rdma_cm reports them); synchronous ids wait for
  * it. No neighbour (ARP/ND) resolution: a route to a host that does not
  * answer resolves, and rdma_connect then reports UNREACHABLE. Sets
- * id->verbs. 0, or -1 with errno EINVAL, EAFNOSUPPORT, ENODEV, ENOMEM.
- * timeout_ms is unused (resolution is immediate). */
+ * id->verbs and id->pd (the device's PD, as librdmacm). 0, or -1 with errno EINVAL, EAFNOSUPPORT,
+ * ENODEV, ENOMEM. timeout_ms is unused (resolution is immediate). */
 CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_addr,
 				struct sockaddr *dst_addr, int timeout_ms)
 {
@@ -214,11 +212,8 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *rid, struct sockaddr *src_add
 			memcpy(&rid->route.addr.src_storage, &src, sizeof(src));
 		}
 	}
-	if (!status) {
-		rid->verbs = cm_verbs();
-		if (!rid->verbs)
-			status = -ENODEV;
-	}
+	if (!status && cm_attach_device(rid))
+		status = errno ? -errno : -ENODEV;
 	if (!status)
 		id->state = CM_ADDR_RESOLVED;
 	if (cm_post_simple(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,

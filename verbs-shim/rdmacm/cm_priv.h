@@ -120,6 +120,12 @@ extern pthread_cond_t cm_cond;
 struct ibv_context *cm_verbs(void);
 /* The PD of that context that rdma_create_qp uses for pd == NULL. */
 struct ibv_pd *cm_pd(void);
+/* Gives rid the device, as librdmacm does when an id gets one (bound to a
+ * local address, address resolved, connection request: ucma_get_device):
+ * rid->verbs = cm_verbs() and rid->pd = cm_pd(), the device's PD shared by
+ * every id (rdma-core's test_rdmacm.py creates its QPs on id->pd). 0, or -1
+ * with errno ENODEV / of ibv_alloc_pd. */
+int cm_attach_device(struct rdma_cm_id *rid);
 
 /* Registers the fork handlers (id.c; lazily: nothing runs at load time). */
 void cm_init(void);

@@ -227,7 +227,7 @@ static void *listen_worker(void *arg)
 		ch = lid->sync ? NULL : lid->id.channel;
 		nid = cm_id_new(ch, lid->id.context, lid->id.ps);
 		e = nid ? cm_event_new(nid, RDMA_CM_EVENT_CONNECT_REQUEST, 0) : NULL;
-		if (!nid || !e || !(nid->id.verbs = cm_verbs())) {
+		if (!nid || !e || cm_attach_device(&nid->id)) {
 			uiw_reject(req, NULL, 0);
 			free(e);
 			if (nid)
@@ -314,7 +314,9 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 /* rdma_get_request(3): for a synchronous listener (rdma_create_ep with
  * RAI_PASSIVE): waits for the next connection request and returns its new
  * id in *id, with the event in (*id)->event, and a QP created from the
- * listener's rdma_create_ep QP attributes if it had some. 0, or -1 with
+ * listener's rdma_create_ep QP attributes if it had some (on the
+ * listener's pd, else the device's PD; the new id's pd is the QP's, or the
+ * device's PD without a QP, as in librdmacm). 0, or -1 with
  * errno EINVAL (not a synchronous listener), errno of rdma_create_qp. */
 CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 {
@@ -335,7 +337,6 @@ CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 	}
 	nid = ev->id;
 	nid->event = ev;
-	nid->pd = listen->pd;
 	if (lid->ep_qp_attr) {
 		struct ibv_qp_init_attr attr = *lid->ep_qp_attr;
 

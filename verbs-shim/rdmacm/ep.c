@@ -15,10 +15,11 @@
 /* -------------------------------------------------------- endpoints */
 
 /* rdma_create_ep(3): a synchronous id for res (rdma_getaddrinfo). Passive
- * (RAI_PASSIVE): bound to res->ai_src_addr; qp_init_attr is kept for the
- * QPs rdma_get_request creates. Active: address and route resolved
- * (blocking) and, with qp_init_attr, a QP created (pd NULL: the library
- * PD; CQs with channels when none given). qp_init_attr->qp_type is set
+ * (RAI_PASSIVE): bound to res->ai_src_addr, id->pd = pd if given;
+ * qp_init_attr is kept for the QPs rdma_get_request creates. Active:
+ * address and route resolved (blocking; id->pd is the device's PD) and,
+ * with qp_init_attr, a QP created on pd (NULL: id->pd; CQs with channels
+ * when none given), which then is id->pd. qp_init_attr->qp_type is set
  * from res->ai_qp_type (RC). 0, or -1 with errno of the
  * steps (EINVAL for NULL arguments). */
 CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
@@ -35,7 +36,6 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 			   res->ai_port_space ? (enum rdma_port_space)res->ai_port_space
 					      : RDMA_PS_TCP))
 		return -1;
-	rid->pd = pd;
 	if (pd)
 		rid->verbs = pd->context;
 	if (qp_init_attr) /* rdma_server / rdma_client leave it 0 */
@@ -43,6 +43,8 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 	if (res->ai_flags & RAI_PASSIVE) {
 		if (!res->ai_src_addr || rdma_bind_addr(rid, res->ai_src_addr))
 			goto err;
+		if (pd) /* the QPs of rdma_get_request: on pd */
+			rid->pd = pd;
 		if (qp_init_attr) {
 			struct cm_id *p = cm_id_of(rid);
 

@@ -115,6 +115,18 @@ struct ibv_pd *cm_pd(void)
 	return pd;
 }
 
+int cm_attach_device(struct rdma_cm_id *rid)
+{
+	struct ibv_context *ctx = cm_verbs();
+	struct ibv_pd *pd = ctx ? cm_pd() : NULL;
+
+	if (!pd)
+		return -1;
+	rid->verbs = ctx;
+	rid->pd = pd;
+	return 0;
+}
+
 /* Device limit for IRD/ORD, as a uint8 conn_param value (at least 1). */
 uint8_t cm_dev_rd_atom(bool initiator)
 {

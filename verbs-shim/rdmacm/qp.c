@@ -99,8 +99,9 @@ struct ibv_qp *cm_find_conn_qp(struct cm_id *id, const struct rdma_conn_param *p
  * (pd from attr->pd if IBV_QP_INIT_ATTR_PD is set, else id->pd, else this
  * library's PD), creates send/recv CQs with completion channels when attr
  * has none (cq_context = id, as rdma_verbs.h expects), moves the QP to
- * INIT, hooks its connection events, sets id->qp and writes the granted
- * capacities back into attr->cap. 0, or -1 with errno EINVAL (PD of
+ * INIT, hooks its connection events, sets id->qp, id->pd to the QP's PD
+ * (librdmacm: id->pd = qp->pd) and writes the granted capacities back
+ * into attr->cap. 0, or -1 with errno EINVAL (PD of
  * another context, no device), EOPNOTSUPP (not RC), errno of libibverbs. */
 CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_ex *attr)
 {
@@ -183,8 +184,7 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_
 	}
 	attr->cap = ia.cap;
 	attr->pd = pd;
-	if (!rid->pd)
-		rid->pd = pd; /* rdma_verbs.h's rdma_reg_msgs uses id->pd */
+	rid->pd = pd; /* the QP's, as librdmacm sets it (rdma_reg_msgs uses it) */
 	hook_qp(shim_qp(qp), id);
 	rid->qp = qp;
 	rid->qp_type = IBV_QPT_RC;
