@@ -31,7 +31,8 @@ struct shim_context {
 struct shim_pd {
 	struct ibv_pd ibv;
 	struct uiw_pd *pd;
-	int users; /* MRs and QPs on this PD (atomic); dealloc is EBUSY while > 0 */
+	int users;		   /* MRs and QPs on this PD (atomic); dealloc is EBUSY while > 0 */
+	struct shim_pd *live_next; /* set of live PDs (pd_mr.c), under its lock */
 };
 
 struct shim_mr {
@@ -117,6 +118,12 @@ struct shim_srq {
  * none. The caller keeps the QP from being destroyed meanwhile (verbs
  * rule). */
 struct shim_qp *shim_qp_by_num(struct ibv_context *context, uint32_t qp_num);
+
+/* Exported like shim_qp_by_num: true if pd is a PD that ibv_alloc_pd
+ * returned and ibv_dealloc_pd has not freed (looked up by address, never
+ * dereferenced), so a NULL, freed or stray PD pointer gets EINVAL instead
+ * of a crash. */
+bool shim_pd_is_live(const struct ibv_pd *pd);
 
 static inline struct shim_context *shim_ctx(struct ibv_context *c)
 {

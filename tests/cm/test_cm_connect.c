@@ -629,6 +629,12 @@ static void test_external_qp_on_id_pd(void **state)
 		assert_ptr_equal(client->pd, own);
 		rdma_destroy_qp(client);
 		assert_int_equal(ibv_dealloc_pd(own), 0);
+		/* a freed PD: EINVAL, never read */
+		attr.send_cq = attr.recv_cq = NULL;
+		errno = 0;
+		assert_int_equal(rdma_create_qp(client, own, &attr), -1);
+		assert_int_equal(errno, EINVAL);
+		assert_null(client->qp);
 	}
 	assert_int_equal(rdma_destroy_id(server), 0);
 	assert_int_equal(rdma_destroy_id(client), 0);

@@ -1,5 +1,6 @@
 /* libibverbs.so.1 (ours): PD / MR / CQ / QP / completion channel lifecycle
- * and error cases, without a connection. Built against the system
+ * and error cases (a NULL, freed or stray PD included), without a
+ * connection. Built against the system
  * <infiniband/verbs.h>, linked to our library. */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,68 @@ static void test_pd(void **state)
 	assert_non_null(pd);
 	assert_ptr_equal(pd->context, f->ctx);
 	assert_int_equal(ibv_dealloc_pd(pd), 0);
+}
+
+/* A NULL, freed or stray PD gets EINVAL from every call that takes one and
+ * can return an error, never a crash: the PD is looked up among the live
+ * ones before it is read. The stray pointer is what fio 3.33's rdma engine
+ * passes to ibv_reg_mr with iodepth > 512 (its rd->pd overwritten by
+ * rmt_us[513].rkey / .size, both big-endian: docs/verbs.md). */
+static void test_pd_not_live(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_pd *stray = (struct ibv_pd *)(uintptr_t)0x10003040200ull;
+	struct ibv_pd *freed = ibv_alloc_pd(f->ctx);
+	struct ibv_pd *bad[] = {NULL, freed, stray};
+	struct ibv_cq *cq = ibv_create_cq(f->ctx, 4, NULL, NULL, 0);
+	char buf[64];
+
+	assert_non_null(freed);
+	assert_non_null(cq);
+	assert_true(shim_pd_is_live(freed));
+	assert_int_equal(ibv_dealloc_pd(freed), 0);
+	assert_false(shim_pd_is_live(freed));
+	assert_false(shim_pd_is_live(NULL));
+	assert_true(shim_pd_is_live(f->pd));
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ibv_qp_init_attr qa = {.send_cq = cq,
+					      .recv_cq = cq,
+					      .cap = {.max_send_wr = 1, .max_recv_wr = 1},
+					      .qp_type = IBV_QPT_RC};
+		struct ibv_qp_init_attr_ex qx = {.send_cq = cq,
+						 .recv_cq = cq,
+						 .cap = {.max_send_wr = 1, .max_recv_wr = 1},
+						 .qp_type = IBV_QPT_RC,
+						 .comp_mask = IBV_QP_INIT_ATTR_PD,
+						 .pd = bad[i]};
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+
+		errno = 0;
+		assert_null(ibv_reg_mr(bad[i], buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(ibv_reg_mr_iova2(bad[i], buf, sizeof(buf), 0, IBV_ACCESS_LOCAL_WRITE));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(ibv_create_qp(bad[i], &qa));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(ibv_create_qp_ex(f->ctx, &qx));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(ibv_create_srq(bad[i], &sa));
+		assert_true(errno == EINVAL || errno == EOPNOTSUPP); /* EOPNOTSUPP: no SRQs */
+		assert_int_equal(ibv_dealloc_pd(bad[i]), EINVAL);    /* also: freed twice */
+	}
+	/* the live PD is untouched */
+	{
+		struct ibv_mr *mr = ibv_reg_mr(f->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+
+		assert_non_null(mr);
+		assert_int_equal(ibv_dealloc_pd(f->pd), EBUSY);
+		assert_int_equal(ibv_dereg_mr(mr), 0);
+	}
+	assert_int_equal(ibv_destroy_cq(cq), 0);
 }
 
 static void test_mr(void **state)
@@ -467,6 +530,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_pd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pd_not_live, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cq, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_comp_channel, setup, teardown),

@@ -68,6 +68,12 @@ static inline bool shim_busy(int *users)
 	return __atomic_load_n(users, __ATOMIC_ACQUIRE) > 0;
 }
 
+/* The PD behind pd with one more user (shim_put(&p->users) drops it), or
+ * NULL with errno EINVAL if pd is NULL or not a live PD (freed, or a
+ * stray pointer): checked against the set of live PDs without touching
+ * *pd, so such a PD gets an error instead of a crash. pd_mr.c. */
+struct shim_pd *shim_pd_acquire(struct ibv_pd *pd);
+
 /* The one device. Returns it (initialised once, thread-safe). */
 struct ibv_device *shim_device(void);
 /* GID[0]: the MAC of the first non-loopback interface in bytes 0..5 (as

@@ -68,7 +68,7 @@ int ibv_dealloc_dmah(struct ibv_dmah *dmah)
  * (IBV_REG_MR_MASK_ADDR) or inside an ibv_alloc_buf buffer
  * (IBV_REG_MR_MASK_BUF, addr within it), addressed by the peer as iova
  * (IBV_REG_MR_MASK_IOVA; default addr), with access as ibv_reg_mr. Returns
- * the MR or NULL with errno EINVAL (no PD or attr, no address, a BUF range
+ * the MR or NULL with errno EINVAL (no PD or attr, a freed PD, no address, a BUF range
  * outside the buffer), EOPNOTSUPP (dma-buf fd, DMA handle, unknown mask
  * bits), or ibv_reg_mr_iova's errno. */
 struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *mr_init_attr)
@@ -79,7 +79,7 @@ struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *mr_init
 			       SHIM_REG_MR_MASK_BUF;
 	uint64_t iova;
 
-	if (!pd || !a)
+	if (!shim_pd_is_live(pd) || !a)
 		return shim_fail_null(EINVAL);
 	if ((a->comp_mask & ~known) ||
 	    (a->comp_mask &
@@ -127,14 +127,14 @@ int ibv_query_port_speed(struct ibv_context *context, uint32_t port_num, uint64_
 
 /* ibv_alloc_buf (v64): size bytes, page aligned, for ibv_reg_buf_mr; *buf
  * is the handle for ibv_free_buf. Returns the address, or NULL with errno
- * EINVAL (no PD, buf or size) or ENOMEM. */
+ * EINVAL (no PD, buf or size; a freed PD) or ENOMEM. */
 void *ibv_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf)
 {
 	struct ibv_buf *b;
 	void *p = NULL;
 	long pg = sysconf(_SC_PAGESIZE);
 
-	if (!pd || !buf || !size)
+	if (!shim_pd_is_live(pd) || !buf || !size)
 		return shim_fail_null(EINVAL);
 	b = calloc(1, sizeof(*b));
 	if (!b)

@@ -7,6 +7,7 @@
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,11 +17,66 @@
 
 /* -------------------------------------------------------------------- PD */
 
+/* The live PDs, by address: every call that takes a PD looks it up here
+ * before touching it. rdma-core's own libibverbs dereferences whatever it
+ * is given; an application that lost its PD (fio 3.33's rdma engine
+ * overwrites its own rd->pd with iodepth > 512: docs/verbs.md) then gets
+ * EINVAL, not a crash inside this library. Not a hot path: PDs are used at
+ * registration and creation time only. */
+#define SHIM_PD_HASH 64
+
+static pthread_mutex_t pd_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_pd *pd_live[SHIM_PD_HASH];
+
+static unsigned pd_bucket(const struct ibv_pd *pd)
+{
+	return (unsigned)(((uintptr_t)pd >> 4) % SHIM_PD_HASH);
+}
+
+/* Called with pd_live_lock held. */
+static struct shim_pd **pd_find_locked(const struct ibv_pd *pd)
+{
+	struct shim_pd **pp = &pd_live[pd_bucket(pd)];
+
+	while (*pp && &(*pp)->ibv != pd)
+		pp = &(*pp)->live_next;
+	return pp;
+}
+
+bool shim_pd_is_live(const struct ibv_pd *pd)
+{
+	bool live;
+
+	if (!pd)
+		return false;
+	pthread_mutex_lock(&pd_live_lock);
+	live = *pd_find_locked(pd) != NULL;
+	pthread_mutex_unlock(&pd_live_lock);
+	return live;
+}
+
+struct shim_pd *shim_pd_acquire(struct ibv_pd *pd)
+{
+	struct shim_pd *p = NULL;
+
+	if (pd) {
+		pthread_mutex_lock(&pd_live_lock);
+		p = *pd_find_locked(pd);
+		if (p)
+			shim_get(&p->users);
+		pthread_mutex_unlock(&pd_live_lock);
+	}
+	if (!p)
+		errno = EINVAL;
+	return p;
+}
+
 /* ibv_alloc_pd(3): a protection domain. Returns NULL with errno EINVAL
  * (NULL context) or ENOMEM. */
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
 	struct shim_pd *p;
+	unsigned b;
 
 	if (!context)
 		return shim_fail_null(EINVAL);
@@ -33,20 +89,45 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		return shim_fail_null(ENOMEM);
 	}
 	p->ibv.context = context;
+	b = pd_bucket(&p->ibv);
+	pthread_mutex_lock(&pd_live_lock);
+	p->live_next = pd_live[b];
+	pd_live[b] = p;
+	pthread_mutex_unlock(&pd_live_lock);
 	return &p->ibv;
 }
 
-/* ibv_alloc_pd(3): frees a PD. Returns 0, or EBUSY while MRs or QPs use it. */
+/* ibv_alloc_pd(3): frees a PD. Returns 0, EBUSY while MRs, windows, QPs or
+ * SRQs use it, or EINVAL for NULL or a PD that is not live (already freed:
+ * the kernel's uverbs answers a stale handle with EINVAL too). */
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	struct shim_pd *p = shim_pd(pd);
+	struct shim_pd **pp, *p;
 	int ret;
 
-	if (shim_busy(&p->users))
+	if (!pd)
+		return EINVAL;
+	pthread_mutex_lock(&pd_live_lock);
+	pp = pd_find_locked(pd);
+	p = *pp;
+	if (p && shim_busy(&p->users)) {
+		pthread_mutex_unlock(&pd_live_lock);
 		return EBUSY;
+	}
+	if (p)
+		*pp = p->live_next;
+	pthread_mutex_unlock(&pd_live_lock);
+	if (!p)
+		return EINVAL;
 	ret = uiw_pd_free(p->pd);
-	if (ret)
+	if (ret) {
+		/* still the application's: put it back */
+		pthread_mutex_lock(&pd_live_lock);
+		p->live_next = pd_live[pd_bucket(pd)];
+		pd_live[pd_bucket(pd)] = p;
+		pthread_mutex_unlock(&pd_live_lock);
 		return -ret;
+	}
 	free(p);
 	return 0;
 }
@@ -65,9 +146,6 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	struct shim_mr *m;
 	int ret;
 
-	if (!pd)
-		return shim_fail_null(EINVAL);
-	p = shim_pd(pd);
 	/* The optional bits (relaxed ordering, ...) may be ignored by any
 	 * device: ibv_reg_mr(3). */
 	access &= ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE;
@@ -79,10 +157,15 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	/* We advertise no ODP capability. */
 	if (access & IBV_ACCESS_ON_DEMAND)
 		return shim_fail_null(EOPNOTSUPP);
+	p = shim_pd_acquire(pd); /* NULL, freed or stray: EINVAL */
+	if (!p)
+		return NULL;
 
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		shim_put(&p->users);
 		return shim_fail_null(ENOMEM);
+	}
 	ret = uiw_mr_reg(p->pd, addr, length, iova,
 			 access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
 				   UIW_ACCESS_REMOTE_READ | UIW_ACCESS_REMOTE_ATOMIC |
@@ -90,6 +173,7 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 			 &m->mr);
 	if (ret) {
 		free(m);
+		shim_put(&p->users);
 		return shim_fail_null(-ret);
 	}
 	m->ibv.context = pd->context;
@@ -99,7 +183,6 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	m->ibv.handle = m->mr->stag;
 	m->ibv.lkey = m->mr->stag;
 	m->ibv.rkey = m->mr->stag;
-	shim_get(&p->users);
 	return &m->ibv;
 }
 
@@ -108,7 +191,7 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
  * optional range is ignored); the peer addresses it by virtual address, or
  * from 0 with IBV_ACCESS_ZERO_BASED. lkey = rkey = the engine STag.
  * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
- * LOCAL_WRITE), EOPNOTSUPP (ON_DEMAND), ENOMEM. IBV_ACCESS_MW_BIND lets
+ * LOCAL_WRITE; pd NULL, freed or not a PD), EOPNOTSUPP (ON_DEMAND), ENOMEM. IBV_ACCESS_MW_BIND lets
  * memory windows be bound to the MR. */
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
@@ -152,22 +235,30 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 /* ops.alloc_mw (ibv_alloc_mw(3)): an unbound memory window of type
  * IBV_MW_TYPE_1 or IBV_MW_TYPE_2 on pd (RFC 5040 section 2: an STag of its
  * own naming part of an MR once bound). mw->rkey is its STag; it names no
- * memory until bound. Returns NULL with errno EINVAL (no PD, other type) or
- * ENOMEM. */
+ * memory until bound. Returns NULL with errno EINVAL (PD NULL, freed or not
+ * a PD; other type) or ENOMEM. (libibverbs' inline ibv_alloc_mw reads
+ * pd->context before this is reached.) */
 struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
+	struct shim_pd *p;
 	struct shim_mw *w;
 	uint32_t rkey = 0;
 	int ret;
 
-	if (!pd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2))
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
 		return shim_fail_null(EINVAL);
+	p = shim_pd_acquire(pd);
+	if (!p)
+		return NULL;
 	w = calloc(1, sizeof(*w));
-	if (!w)
+	if (!w) {
+		shim_put(&p->users);
 		return shim_fail_null(ENOMEM);
-	ret = uiw_mw_alloc(shim_pd(pd)->pd, (int)type, &w->mw, &rkey);
+	}
+	ret = uiw_mw_alloc(p->pd, (int)type, &w->mw, &rkey);
 	if (ret) {
 		free(w);
+		shim_put(&p->users);
 		return shim_fail_null(-ret);
 	}
 	w->ibv.context = pd->context;
@@ -175,7 +266,6 @@ struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	w->ibv.rkey = rkey;
 	w->ibv.handle = rkey;
 	w->ibv.type = type;
-	shim_get(&shim_pd(pd)->users);
 	return &w->ibv;
 }
 

@@ -134,26 +134,36 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	struct uiw_qp_init_attr ua;
 	struct shim_qp *q;
 	struct shim_cq *scq, *rcq;
+	struct shim_pd *p;
 	int ret;
 
-	if (!pd || !attr)
+	if (!attr)
 		return shim_fail_null(EINVAL);
 	/* An RNIC has only reliable connected QPs (RFC 5040). */
 	if (attr->qp_type != IBV_QPT_RC)
 		return shim_fail_null(EOPNOTSUPP);
-	if (attr->srq && (!shim_have_srq() || attr->srq->context != pd->context))
+	p = shim_pd_acquire(pd); /* NULL, freed or stray: EINVAL */
+	if (!p)
+		return NULL;
+	if (attr->srq && (!shim_have_srq() || attr->srq->context != pd->context)) {
+		shim_put(&p->users);
 		return shim_fail_null(attr->srq && shim_have_srq() ? EINVAL : EOPNOTSUPP);
+	}
 	if (!attr->send_cq || !attr->recv_cq || attr->send_cq->context != pd->context ||
-	    attr->recv_cq->context != pd->context)
+	    attr->recv_cq->context != pd->context) {
+		shim_put(&p->users);
 		return shim_fail_null(EINVAL);
+	}
 	scq = shim_cq(attr->send_cq);
 	rcq = shim_cq(attr->recv_cq);
 
 	q = calloc(1, sizeof(*q));
-	if (!q)
+	if (!q) {
+		shim_put(&p->users);
 		return shim_fail_null(ENOMEM);
+	}
 	memset(&ua, 0, sizeof(ua));
-	ua.pd = shim_pd(pd)->pd;
+	ua.pd = p->pd;
 	ua.send_cq = scq->cq;
 	ua.recv_cq = rcq->cq;
 	ua.srq = attr->srq ? shim_srq(attr->srq)->srq : NULL;
@@ -167,6 +177,7 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	ret = uiw_qp_create(&ua, &q->qp);
 	if (ret) {
 		free(q);
+		shim_put(&p->users);
 		return shim_fail_null(-ret);
 	}
 	q->cap.max_send_wr = ua.max_send_wr;
@@ -197,7 +208,6 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	q->ibv.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&q->ibv.mutex, NULL);
 	pthread_cond_init(&q->ibv.cond, NULL);
-	shim_get(&shim_pd(pd)->users);
 	shim_get(&scq->users);
 	shim_get(&rcq->users);
 	uiw_qp_set_event_cb(q->qp, shim_qp_event, q);
@@ -208,7 +218,8 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 /* ibv_create_qp(3): an RC QP in RESET with at least the requested caps
  * (the granted ones are written back to attr->cap). Returns NULL with
  * errno EOPNOTSUPP (UD, UC, XRC, raw: an RNIC has RC only; an SRQ),
- * EINVAL (missing or foreign CQ, caps too large), ENOMEM. */
+ * EINVAL (missing or foreign CQ, caps too large; pd NULL, freed or not a
+ * PD), ENOMEM. */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
 {
 	return shim_create_qp(pd, qp_init_attr);
@@ -226,14 +237,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init
 /* verbs_context.create_qp_ex (ibv_create_qp_ex(3)): as ibv_create_qp, with
  * comp_mask PD (required), CREATE_FLAGS (no flags) and SEND_OPS_FLAGS (the
  * ibv_wr_* API, ibv_qp_to_qp_ex, for SHIM_QP_EX_OPS). Returns NULL with
- * errno EINVAL (no PD, foreign PD), EOPNOTSUPP (other comp_mask bits:
+ * errno EINVAL (no PD, a freed one or not a PD, foreign PD), EOPNOTSUPP (other comp_mask bits:
  * XRC, RSS, TSO, ...; unsupported send ops or create flags). */
 struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
 {
 	struct ibv_qp_init_attr a;
 	struct ibv_qp *qp;
 
-	if (!attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	if (!attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !shim_pd_is_live(attr->pd) ||
 	    attr->pd->context != context)
 		return shim_fail_null(EINVAL);
 	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |

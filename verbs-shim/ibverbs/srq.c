@@ -33,11 +33,12 @@ static void shim_srq_limit(struct uiw_srq *us, void *arg)
  * attr.max_wr WRs (1..UIW_MAX_QP_WR) of up to attr.max_sge SGEs
  * (1..UIW_MAX_SGE); the granted sizes are written back. srq_limit is
  * ignored at creation (ibv_create_srq(3): it is set by ibv_modify_srq).
- * Returns NULL with errno EINVAL, ENOMEM, or EOPNOTSUPP (engine without
- * SRQs; max_srq is then 0). */
+ * Returns NULL with errno EINVAL (also: pd NULL, freed or not a PD),
+ * ENOMEM, or EOPNOTSUPP (engine without SRQs; max_srq is then 0). */
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr)
 {
 	struct shim_srq *s;
+	struct shim_pd *p;
 	uint32_t max_wr, max_sge;
 	int ret;
 
@@ -51,12 +52,18 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 		return shim_fail_null(EINVAL);
 	if (max_sge < 1)
 		max_sge = 1;
+	p = shim_pd_acquire(pd);
+	if (!p)
+		return NULL;
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		shim_put(&p->users);
 		return shim_fail_null(ENOMEM);
-	ret = uiw_srq_create(shim_pd(pd)->pd, &max_wr, &max_sge, &s->srq);
+	}
+	ret = uiw_srq_create(p->pd, &max_wr, &max_sge, &s->srq);
 	if (ret) {
 		free(s);
+		shim_put(&p->users);
 		return shim_fail_null(-ret);
 	}
 	s->max_wr = max_wr;
@@ -70,7 +77,6 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 	s->ibv.handle = 0;
 	pthread_mutex_init(&s->ibv.mutex, NULL);
 	pthread_cond_init(&s->ibv.cond, NULL);
-	shim_get(&shim_pd(pd)->users);
 	return &s->ibv;
 }
 

@@ -102,7 +102,7 @@ struct ibv_qp *cm_find_conn_qp(struct cm_id *id, const struct rdma_conn_param *p
  * INIT, hooks its connection events, sets id->qp, id->pd to the QP's PD
  * (librdmacm: id->pd = qp->pd) and writes the granted capacities back
  * into attr->cap. 0, or -1 with errno EINVAL (PD of
- * another context, no device), EOPNOTSUPP (not RC), errno of libibverbs. */
+ * another context, freed or not a PD; no device), EOPNOTSUPP (not RC), errno of libibverbs. */
 CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_ex *attr)
 {
 	struct cm_id *id = cm_id_of(rid);
@@ -123,6 +123,10 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *rid, struct ibv_qp_init_attr_
 	pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL;
 	if (!pd)
 		pd = rid->pd;
+	if (pd && !shim_pd_is_live(pd)) { /* freed, or not a PD: never read it */
+		errno = EINVAL;
+		return -1;
+	}
 	if (pd && !rid->verbs)
 		rid->verbs = pd->context;
 	if (!rid->verbs || (pd && pd->context != rid->verbs)) {
