@@ -178,7 +178,7 @@ static void test_hints_only(void **state)
 	assert_null(res->ai_next);
 	assert_int_equal(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
 	assert_int_equal(rdma_bind_addr(id, res->ai_src_addr), 0);
-	assert_non_null(id->verbs);
+	assert_true((id->verbs != NULL) == cm_port_on_lo()); /* 127.0.0.1 */
 	assert_int_equal(rdma_destroy_id(id), 0);
 	rdma_freeaddrinfo(res);
 

@@ -5,9 +5,11 @@
  * blackhole routes give ADDR_ERROR with the kernel's errno promptly (never
  * a hang), a route removed after rdma_resolve_addr gives ROUTE_ERROR, and
  * reachable destinations (IPv4, IPv6, IPv6 link-local with a scope id)
- * resolve with the source address the route prefers. */
+ * resolve with the source address the route prefers; which binds give the
+ * id the device (a loopback address only while the port is on lo). */
 #include <errno.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,13 +184,60 @@ static void test_route_error(void **state)
 	rdma_destroy_event_channel(ch);
 }
 
+/* Binds a new id to ip; returns whether it got the device (id->verbs),
+ * after checking that id->pd goes with it. */
+static bool bind_has_device(const char *ip)
+{
+	struct sockaddr_storage a = addr(ip, NULL);
+	struct rdma_cm_id *id;
+	bool dev;
+
+	assert_int_equal(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(id, (struct sockaddr *)&a), 0);
+	dev = id->verbs != NULL;
+	assert_true((id->pd != NULL) == dev);
+	rdma_destroy_id(id);
+	return dev;
+}
+
+/* rdma_bind_addr and the device: an address of an Ethernet interface gets
+ * it; a loopback address gets it only while the device's port is on lo
+ * (no Ethernet interface up), as with a kernel whose RNIC is not on lo,
+ * which libfabric's verbs provider relies on; connecting to a loopback
+ * address still gets it (rdma_resolve_addr). */
+static void test_bind_device(void **state)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	(void)state;
+	assert_true(bind_has_device("198.51.100.1"));
+	assert_true(bind_has_device("2001:db8:77::1"));
+	assert_false(bind_has_device("127.0.0.1"));
+	assert_false(bind_has_device("::1"));
+	assert_false(bind_has_device("0.0.0.0"));
+	ev = resolve(ch, &id, "127.0.0.1", NULL);
+	assert_int_equal(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	assert_non_null(id->verbs);
+	assert_non_null(id->pd);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	/* only lo up: the port is on lo, a loopback bind gets the device */
+	assert_int_equal(sh("ip link set uiwrt0 down && ip link set uiwrt1 down"), 0);
+	assert_true(bind_has_device("127.0.0.1"));
+	assert_true(bind_has_device("::1"));
+	assert_int_equal(sh("ip link set uiwrt0 up && ip link set uiwrt1 up"), 0);
+	assert_false(bind_has_device("127.0.0.1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_unreachable),
-	    cmocka_unit_test(test_unreachable_sync),
-	    cmocka_unit_test(test_resolved_source),
-	    cmocka_unit_test(test_route_error),
+	    cmocka_unit_test(test_unreachable),	    cmocka_unit_test(test_unreachable_sync),
+	    cmocka_unit_test(test_resolved_source), cmocka_unit_test(test_route_error),
+	    cmocka_unit_test(test_bind_device),
 	};
 
 	if (unshare(CLONE_NEWNET) != 0) {

@@ -39,6 +39,20 @@ bool cm_addr_is_any(const struct sockaddr *sa)
 	return false;
 }
 
+/* True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x. */
+static bool addr_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
 static in_port_t addr_port(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
@@ -93,10 +107,16 @@ static int pick_port(struct sockaddr *addr)
  * non-wildcard address also sets id->verbs to this library's device
  * context and id->pd to the device's PD (librdmacm's per-device PD); a
  * wildcard one leaves both NULL until a connection request (kernel rdma_cm
- * behaviour). 0, or -1 with errno EINVAL (NULL, state),
- * EAFNOSUPPORT, EADDRNOTAVAIL (address not local), EADDRINUSE (a listener
- * holds the port), ENODEV. The TCP port itself is taken by rdma_listen
- * (SO_REUSEADDR) or by the connection, not here. */
+ * behaviour), and so does a loopback address (127.0.0.0/8, ::1) while the
+ * device's port is on another interface (cm_port_on_loopback): the kernel
+ * gives a loopback bind no device unless one sits on lo, and libfabric's
+ * verbs provider depends on it (a wildcard fi_getinfo binds "localhost" and
+ * names its endpoints after the device's own addresses only when that bind
+ * has no device, docs/verbs.md). Connections to and from loopback
+ * addresses still run over the device (resolve, connection requests). 0, or -1 with errno EINVAL
+ * (NULL, state), EAFNOSUPPORT, EADDRNOTAVAIL (address not local), EADDRINUSE (a listener holds the
+ * port), ENODEV. The TCP port itself is taken by rdma_listen (SO_REUSEADDR) or by the connection,
+ * not here. */
 CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 {
 	struct cm_id *id = cm_id_of(rid);
@@ -119,7 +139,8 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 	 * port 0 becomes a free port */
 	if (pick_port((struct sockaddr *)&ss))
 		return -1;
-	if (!cm_addr_is_any(addr) && cm_attach_device(rid))
+	if (!cm_addr_is_any(addr) && !(addr_is_loopback(addr) && !cm_port_on_loopback()) &&
+	    cm_attach_device(rid))
 		return -1;
 	memcpy(&rid->route.addr.src_storage, &ss, sizeof(ss));
 	id->explicit_port = addr_port(addr) != 0;

@@ -126,6 +126,10 @@ struct ibv_pd *cm_pd(void);
  * every id (rdma-core's test_rdmacm.py creates its QPs on id->pd). 0, or -1
  * with errno ENODEV / of ibv_alloc_pd. */
 int cm_attach_device(struct rdma_cm_id *rid);
+/* True if the device's one port is on the loopback interface (GID 0's
+ * interface, ibv_query_gid_ex ndev_ifindex: a namespace with only lo), or
+ * if that cannot be told; false while it is on an Ethernet interface. */
+bool cm_port_on_loopback(void);
 
 /* Registers the fork handlers (id.c; lazily: nothing runs at load time). */
 void cm_init(void);

@@ -8,7 +8,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -113,6 +116,27 @@ struct ibv_pd *cm_pd(void)
 	pd = dev_pd;
 	pthread_mutex_unlock(&dev_lock);
 	return pd;
+}
+
+bool cm_port_on_loopback(void)
+{
+	struct ibv_context *ctx = cm_verbs();
+	struct ibv_gid_entry ge;
+	struct ifreq ifr;
+	bool lo = true;
+	int fd;
+
+	if (!ctx || ibv_query_gid_ex(ctx, 1, 0, &ge, 0) || !ge.ndev_ifindex)
+		return true;
+	memset(&ifr, 0, sizeof(ifr));
+	if (!if_indextoname(ge.ndev_ifindex, ifr.ifr_name))
+		return true;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr))
+		lo = (ifr.ifr_flags & IFF_LOOPBACK) != 0;
+	if (fd >= 0)
+		close(fd);
+	return lo;
 }
 
 int cm_attach_device(struct rdma_cm_id *rid)
