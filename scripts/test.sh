@@ -33,7 +33,8 @@ log() {
 
 # ------------------------------------------------------------ dependencies
 PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
-	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 tshark python3)
+	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 tshark python3
+	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

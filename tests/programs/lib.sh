@@ -12,6 +12,9 @@
 #                      (fails early when PID exits)
 #   uiwv_wait_pid PID SECS   its exit status, or 124 after killing it
 #   uiwv_ns_lo         namespace UIWV_NS_L with only loopback (root only)
+#   uiwv_ns_lo_if      namespace UIWV_NS_L with lo and a veth pair whose one
+#                      end has 198.51.100.1/24 (UIWV_ADDR_A): one host with
+#                      an interface besides lo (root only)
 #   uiwv_port          a port derived from the pid
 #   uiwv_pass / uiwv_fail MSG / uiwv_skip MSG   exit 0 / 1 / 77
 # shellcheck source=tests/cleanup.sh
@@ -103,6 +106,22 @@ uiwv_ns_lo() {
 	ip netns add "$UIWV_NS_L" || uiwv_fail "ip netns add $UIWV_NS_L"
 	UIWV_NETNS+=("$UIWV_NS_L")
 	ip -n "$UIWV_NS_L" link set lo up
+}
+
+uiwv_ns_lo_if() {
+	local id i
+	uiwv_ns_lo
+	id=$(printf '%05x' $(($$ % 1048576)))
+	UIWV_ADDR_A=198.51.100.1
+	ip -n "$UIWV_NS_L" link add "ul${id}a" type veth peer name "ul${id}b" || uiwv_fail "veth"
+	ip -n "$UIWV_NS_L" addr add "$UIWV_ADDR_A/24" dev "ul${id}a"
+	ip -n "$UIWV_NS_L" link set "ul${id}a" up
+	ip -n "$UIWV_NS_L" link set "ul${id}b" up
+	for ((i = 0; i < 50; i++)); do
+		ip -n "$UIWV_NS_L" link show "ul${id}a" | grep -q 'state UP' && break
+		sleep 0.1
+	done
+	((i < 50)) || uiwv_fail "veth did not come up"
 }
 
 uiwv_port() { echo $((20000 + ($$ * 7) % 20000)); }

@@ -11,6 +11,14 @@
 # non-zero exit that is neither a signal nor a timeout. A missing program
 # skips (77). Every wait is bounded (timeout(1)); namespaces are named
 # uiwv-* and deleted on exit. UIWV_LOG_DIR, if set, keeps the outputs.
+# libfabric and Open MPI cases (lo_if=1) need an interface with an address
+# besides lo (libfabric's verbs provider ignores loopback interfaces): their
+# "lo" mode is one namespace with a veth pair, 198.51.100.1 on one end,
+# server and client in it (root only). "clean_error" cases pass when the
+# program reports the expected error (server_pattern) and nothing dies of a
+# signal; the "mpi" case runs mpirun (both ranks in one namespace, or one
+# per namespace through an rsh agent of ours) under a capture and checks
+# the MPA Request / Reply and FPDUs of a verbs connection with tshark.
 set -u
 run=$1
 mode=$2
@@ -30,6 +38,8 @@ af=4          # 4, 6 (IPv6) or ll (IPv6 link-local, ns only)
 ssecs=40 # bounded: a hung case costs at most this (the suite runs serially)
 csecs=20
 need=""
+lo_if=0 # "lo" mode: a namespace with a veth pair (libfabric, Open MPI)
+bindir=$(cd "$(dirname "$run")" && pwd)
 
 # --------------------------------------------------------------- cases
 pt() { # perftest: pt PROGRAM ARGS... (same args both ends; -R always)
@@ -198,6 +208,40 @@ ud_pingpong_refused)
 	kind=single_refuse
 	client="ibv_ud_pingpong -d uiw0"
 	;;
+# libfabric 1.17 (libfabric-bin's fi_pingpong; our fi_check for what
+# fabtests' fi_msg_pingpong / fi_msg_bw / fi_rma_bw / fi_rdm_pingpong do:
+# fabtests is not packaged in Debian), provider verbs (FI_EP_MSG) and
+# "verbs;ofi_rxm" (FI_EP_RDM); -c / fi_check check every byte
+fi_pingpong_msg | fi_pingpong_rdm | fi_pingpong_rdm_tagged)
+	need=fi_pingpong
+	lo_if=1
+	fp="fi_pingpong -p verbs -e msg"
+	[ "$case_name" = fi_pingpong_msg ] || fp="fi_pingpong -p verbs;ofi_rxm -e rdm"
+	[ "$case_name" = fi_pingpong_rdm_tagged ] && fp="$fp -m tagged"
+	server="$fp -I 100 -c -B @PORT@"
+	client="$fp -I 100 -c -P @PORT@ @ADDR@"
+	pattern='^1m +100 +=100 '
+	server_pattern='^1m +100 +=100 '
+	;;
+fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged)
+	need=$bindir/fi_check
+	lo_if=1
+	t=${case_name#fi_}
+	prov=verbs
+	case $t in
+	rdm_*) prov="verbs;ofi_rxm" ;;
+	esac
+	server="$need -p $prov -t $t -B @PORT@"
+	client="$need -p $prov -t $t -B @PORT@ @ADDR@"
+	pattern="fi_check: $t .* ok: client, [0-9]+ bytes checked, provider $prov, fabric Ethernet-iWARP, domain uiw0"
+	server_pattern="fi_check: $t .* ok: server"
+	;;
+# Open MPI 4.1, two ranks over the ofi MTL with "verbs;ofi_rxm"
+mpi_pingpong)
+	need=$bindir/mpi_pingpong
+	lo_if=1
+	kind=mpi
+	;;
 # fio's rdma engine (rdma_cm ports): the server is the rw=read job
 fio_write | fio_read | fio_send | fio_send_deep)
 	need=fio
@@ -220,12 +264,29 @@ fio_write | fio_read | fio_send | fio_send_deep)
 	pattern='err= 0'
 	server_pattern='err= 0'
 	;;
+fio_send_1024)
+	# fio 3.33's server job with iodepth > 512 overruns its own
+	# rmt_us[FIO_RDMA_MAX_IO_DEPTH] table (fio_rdmaio_init_io_u writes an
+	# entry per io_u) and overwrites rd->pd with an rkey and a size; the
+	# next ibv_reg_mr gets that stray PD. It must fail with EINVAL, not
+	# crash (docs/verbs.md, known problems)
+	need=fio
+	ssecs=20
+	csecs=12
+	kind=clean_error
+	server="fio --name=srv --ioengine=rdma --port=@PORT@ --bs=64k --size=64m --rw=read --iodepth=1024"
+	client="fio --name=cli --ioengine=rdma --hostname=@ADDR@ --port=@PORT@ --verb=send --bs=64k --size=64m --rw=write --iodepth=16"
+	server_pattern='ibv_reg_mr io_u failed: Invalid argument'
+	;;
 *)
 	uiwv_fail "unknown case $case_name"
 	;;
 esac
 
 command -v "$need" >/dev/null 2>&1 || uiwv_skip "$need is not installed"
+if [ "$kind" = mpi ]; then
+	command -v mpirun >/dev/null 2>&1 || uiwv_skip "mpirun (openmpi-bin) is not installed"
+fi
 
 # ------------------------------------------------------------- placement
 if [ "$mode" = ns ]; then
@@ -233,6 +294,14 @@ if [ "$mode" = ns ]; then
 	srv_addr=$UIWV_ADDR_A
 	in_srv=(ip netns exec "$UIWV_NS_A")
 	in_cli=(ip netns exec "$UIWV_NS_B")
+elif [ "$lo_if" = 1 ]; then
+	# one namespace, an interface with an address besides lo
+	[ "$(id -u)" = 0 ] || uiwv_skip "needs root: libfabric ignores loopback interfaces"
+	command -v ip >/dev/null || uiwv_skip "iproute2 is not installed"
+	uiwv_ns_lo_if
+	srv_addr=$UIWV_ADDR_A
+	in_srv=(ip netns exec "$UIWV_NS_L")
+	in_cli=(ip netns exec "$UIWV_NS_L")
 elif [ "$(id -u)" = 0 ] && command -v ip >/dev/null; then
 	# loopback inside a private namespace: no port clashes, no leftovers
 	uiwv_ns_lo
@@ -259,6 +328,7 @@ server=${server:-}
 server=${server//@SADDR@/$sv_addr}
 server=${server//@PORT@/$port}
 server=${server//@ADDR@/$srv_addr}
+client=${client:-}
 client=${client//@PORT@/$port}
 client=${client//@ADDR@/$srv_addr}
 
@@ -267,6 +337,10 @@ client=${client//@ADDR@/$srv_addr}
 scmd=(env $server_env "$run" $server)
 # shellcheck disable=SC2206
 ccmd=(env $client_env "$run" $client)
+
+if [ "$kind" = mpi ]; then
+	. "$here/mpi_case.sh"
+fi
 
 if [ "$kind" = single ] || [ "$kind" = single_refuse ]; then
 	uiwv_log "client: ${ccmd[*]}"
@@ -317,6 +391,16 @@ if [ -n "${UIWV_LOG_DIR:-}" ]; then
 	cp "$UIWV_TMP/server" "$UIWV_LOG_DIR/$case_name-$mode.server"
 fi
 
+if [ "$kind" = clean_error ]; then
+	# the expected error, reported; no end killed by a signal or a timeout
+	for rc in "$crc" "$src"; do
+		[ "$rc" = 0 ] || uiwv_clean_fail "$rc" || uiwv_fail "exit $rc: not a clean end"
+	done
+	! grep -q 'got signal' "$UIWV_TMP/client" "$UIWV_TMP/server" ||
+		uiwv_fail "a job died of a signal"
+	grep -Eq "$server_pattern" "$UIWV_TMP/server" || uiwv_fail "server output lacks /$server_pattern/"
+	uiwv_pass
+fi
 if [ "$kind" = refuse ]; then
 	# a clean failure: some end exits 1..123 (not 124 timeout, not >= 128
 	# signal), neither end crashes
