@@ -268,6 +268,18 @@ static void test_unsupported(void **state)
 	assert_null(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE));
 	assert_int_equal(errno, EOPNOTSUPP);
 	assert_null(ibv_import_device(3));
+	/* cmd_fd is a descriptor (rdma-core's test_shared_pd.py dup()s it to
+	 * import the context), and importing it is EOPNOTSUPP */
+	{
+		int fd = dup(ctx->cmd_fd);
+
+		assert_true(ctx->cmd_fd >= 0);
+		assert_true(fd >= 0);
+		errno = 0;
+		assert_null(ibv_import_device(fd));
+		assert_int_equal(errno, EOPNOTSUPP);
+		close(fd);
+	}
 	/* completion timestamps: no clock on this device */
 	errno = 0;
 	assert_null(

@@ -230,8 +230,12 @@ int ibv_get_device_index(struct ibv_device *device)
 /* ------------------------------------------------------------ context */
 
 /* ibv_open_device(3): a context on the device. async_fd is a real pipe
- * (see ibv_get_async_event). Returns NULL with errno ENODEV (not our
- * device), ENOMEM, or the pipe's errno (EMFILE, ENFILE). */
+ * (see ibv_get_async_event); cmd_fd, the kernel command channel on rdma-core,
+ * is a descriptor of /dev/null (-1 if it cannot be opened): there are no
+ * commands, but programs that dup(2) it to share the context
+ * (ibv_import_device(3); rdma-core's test_shared_pd.py) get a descriptor and
+ * then ibv_import_device's EOPNOTSUPP, not EBADF. Returns NULL with errno
+ * ENODEV (not our device), ENOMEM, or the pipe's errno (EMFILE, ENFILE). */
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct shim_context *c;
@@ -262,7 +266,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 
 	ctx = &c->vctx.context;
 	ctx->device = device;
-	ctx->cmd_fd = -1; /* no kernel command channel */
+	ctx->cmd_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* no commands: see above */
 	ctx->async_fd = fds[0];
 	ctx->num_comp_vectors = 1;
 	pthread_mutex_init(&ctx->mutex, NULL);
@@ -298,6 +302,8 @@ int ibv_close_device(struct ibv_context *context)
 	}
 	close(context->async_fd);
 	close(c->ev_wfd);
+	if (context->cmd_fd >= 0)
+		close(context->cmd_fd);
 	pthread_mutex_destroy(&c->ev_lock);
 	pthread_mutex_destroy(&context->mutex);
 	free(c);
