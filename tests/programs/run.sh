@@ -184,6 +184,13 @@ cmtime | cmtime_100)
 	pattern='^disconnect +: +[0-9.]+'
 	kill_server=1
 	;;
+rstream_refused) # rsockets are not implemented (docs/verbs.md): rsocket() is
+	# ENOSYS, and rdmacm-utils' rstream says so and exits
+	need=rstream
+	server="rstream -p @PORT@"
+	client="rstream -s @ADDR@ -p @PORT@"
+	kind=refuse
+	;;
 udaddy_refused) # UD: not an iWARP QP type; fails with the adapter's error
 	need=udaddy
 	server="udaddy -p @PORT@"
