@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # run.sh's variables
 # The "mpi" case of tests/programs/run.sh (sourced by it, after placement):
 # Open MPI's mpirun runs tests/programs/mpi_pingpong.c's two ranks with the
 # ofi MTL over libfabric's "verbs;ofi_rxm", i.e. over uiwarp. "lo" mode:
@@ -27,6 +27,7 @@ done
 grep -q 'Capturing on' "$pcap.log" || uiwv_fail "dumpcap did not start: $(cat "$pcap.log")"
 
 # mpirun's "ssh HOST CMD": into the namespace that holds HOST's address
+# shellcheck disable=SC2016 # the agent's own $1 / $host / $*
 {
 	echo '#!/bin/sh'
 	echo 'host=$1'

@@ -346,6 +346,7 @@ scmd=(env $server_env "$run" $server)
 ccmd=(env $client_env "$run" $client)
 
 if [ "$kind" = mpi ]; then
+	# shellcheck source=tests/programs/mpi_case.sh
 	. "$here/mpi_case.sh"
 fi
 
