@@ -24,6 +24,17 @@ static void set_timeouts(int fd, int sec)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+/* The congestion control uiwarp's own sockets get from UIWARP_TCP_CONGESTION
+ * (docs/configuration.md), so that --tcp and RDMA copies compare on equal
+ * terms; unset or empty leaves the system default. */
+static void set_congestion(int fd)
+{
+	const char *cc = getenv("UIWARP_TCP_CONGESTION");
+
+	if (cc && *cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) < 0)
+		rep_err("TCP_CONGESTION %s: %s (using the system default)", cc, strerror(errno));
+}
+
 /* Writes n bytes. Returns 0 or -errno (-ETIMEDOUT after the socket timeout,
  * -EINTR on a signal). */
 static int write_all(int fd, const void *buf, size_t n)
@@ -126,6 +137,7 @@ int rep_tcp_send(const struct rep_opts *o)
 			continue;
 		}
 		set_timeouts(fd, o->timeout);
+		set_congestion(fd);
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		err = errno == EINPROGRESS ? ETIMEDOUT : errno;
@@ -256,6 +268,7 @@ static int tcp_listen(const struct rep_opts *o)
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	set_congestion(fd); /* accepted sockets inherit it */
 	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1) < 0) {
 		rep_err("cannot listen on %s port %s: %s", o->bind ? o->bind : "*", o->port,
 			strerror(errno));
