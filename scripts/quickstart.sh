@@ -13,15 +13,21 @@
 #   --timeout SEC    bound on each transfer (default: 120 + 1 s per 20 MiB)
 #   --only MODE      run only rdma or only tcp
 #   --mtu BYTES      MTU of the veth pair (default 1500)
-#   --runs N         copies per mode, alternating; the median is reported (default 3)
+#   --runs N         timed copies per mode; the median is reported (default 5)
+#   --cc ALG         TCP congestion control of both modes' sockets (default:
+#                    the namespace's, bbr here); UIWARP_TCP_CONGESTION does the same
 #   -h, --help
+# Fairness: the input is synced to disk before anything is timed, then one
+# untimed warm-up copy reads it into the page cache for both modes; the copies
+# then go in pairs, and the mode that goes first alternates from pair to pair.
 # Namespaces uiwqa (receiver, 198.51.100.1) and uiwqb (sender, 198.51.100.2)
 # joined by a veth pair; removed on exit together with the temp files.
 set -u
 set -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-size=1G file="" parent=/var/tmp build="$root/build" install=1 build_it=1 limit="" only="" mtu=1500 runs=3
+size=1G file="" parent=/var/tmp build="$root/build" install=1 build_it=1 limit="" only="" mtu=1500 runs=5
+cc_opt=${UIWARP_TCP_CONGESTION:-}
 NS_R=uiwqa NS_S=uiwqb IP_R=198.51.100.1 IP_S=198.51.100.2 # veths uiwqa0 <-> uiwqb0
 
 say() { echo "quickstart: $*" >&2; }
@@ -39,7 +45,8 @@ while [ $# -gt 0 ]; do
 	--only) only=$2; shift 2 ;;
 	--mtu) mtu=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
-	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--cc) cc_opt=$2; shift 2 ;;
+	-h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
 done
@@ -104,6 +111,11 @@ trap 'say "interrupted"; exit 130' INT TERM HUP
 ip -n "$NS_R" link set "${NS_R}0" mtu "$mtu" && ip -n "$NS_S" link set "${NS_S}0" mtu "$mtu" ||
 	die "cannot set MTU $mtu"
 cc=$(ip netns exec "$NS_S" cat /proc/sys/net/ipv4/tcp_congestion_control)
+if [ -n "$cc_opt" ]; then
+	# both modes: uiwarp's sockets and uiwarp-replicate --tcp's read it
+	export UIWARP_TCP_CONGESTION=$cc_opt
+	cc="$cc_opt (set per socket; namespace default $cc)"
+fi
 
 # ---------------------------------------------------------------- input
 mkdir -p "$parent" || die "cannot use $parent"
@@ -122,12 +134,21 @@ else
 fi
 bytes=$(stat -c %s "$src")
 [ -n "$limit" ] || limit=$((120 + bytes / (20 * 1024 * 1024)))
+# The input on stable storage before the first timed copy (a file written just
+# before is still being written back while the first copy reads it), then a
+# settle. Only this file is synced: dropping the whole machine's caches would
+# also throw away what other programs use and is not needed for fairness,
+# since the warm-up copy below puts the input in the page cache for both modes.
+say "syncing the input to disk"
+timeout --foreground 600 sync "$src" || die "cannot sync $src"
+sleep 2
 
 # ---------------------------------------------------------------- runs
-# run MODE: copies src to $tmp/copy-MODE, checks it, appends "MiB/s seconds"
-# to $tmp/MODE.txt and the sender's line to $tmp/MODE.lines
+# run MODE [warmup]: copies src to $tmp/copy-MODE, checks it, appends "MiB/s
+# seconds" to $tmp/MODE.txt and the sender's line to $tmp/MODE.lines (not for
+# the untimed warm-up copy)
 run() {
-	local mode=$1 out extra=()
+	local mode=$1 warm=${2:-} out extra=()
 	[ "$mode" = tcp ] && extra=(--tcp)
 	say "copying $(numfmt --to=iec-i --suffix=B "$bytes") $NS_S -> $NS_R over $mode"
 	out=$("$root/examples/replicate/run-pair.sh" --bin "$bin" --recv-ns "$NS_R" \
@@ -136,14 +157,22 @@ run() {
 	echo "$out" >&2
 	timeout --foreground 600 cmp "$src" "$tmp/copy-$mode" || die "$mode copy differs from the source"
 	rm -f "$tmp/copy-$mode"
+	[ -n "$warm" ] && return 0
 	echo "$out" >>"$tmp/$mode.lines"
 	sed -n 's/.* in \([0-9.]*\) s: \([0-9.]*\) MiB\/s.*/\2 \1/p' <<<"$out" >>"$tmp/$mode.txt"
 }
 modes=()
 [ "$only" = tcp ] || modes+=(rdma)
 [ "$only" = rdma ] || modes+=(tcp)
-for _ in $(seq "$runs"); do
-	for m in "${modes[@]}"; do run "$m"; done
+say "untimed warm-up copy"
+run "${modes[0]}" warmup
+for i in $(seq "$runs"); do
+	# pairs alternate which mode goes first: rdma tcp, tcp rdma, ...
+	if [ $((i % 2)) = 1 ]; then
+		for m in "${modes[@]}"; do run "$m"; done
+	else
+		for ((k = ${#modes[@]} - 1; k >= 0; k--)); do run "${modes[$k]}"; done
+	fi
 done
 
 # median MODE -> "MiB/s seconds" of the median run; all MODE -> the MiB/s of every run
@@ -155,7 +184,7 @@ crc=$(sed -n 's/.*crc32c \(0x[0-9a-f]*\).*/\1/p' "$tmp"/*.lines | head -n1)
 echo
 echo "uiwarp quick start: $bytes bytes ($what), $NS_S ($IP_S) -> $NS_R ($IP_R) over veth, MTU $mtu"
 echo "TCP congestion control (sender namespace): $cc; uiwarp runs over the same kernel TCP"
-[ "$runs" -gt 1 ] && echo "median of $runs runs each, alternating (every run in brackets):"
+[ "$runs" -gt 1 ] && echo "median of $runs runs each, alternating which goes first, after an untimed warm-up (every run in brackets):"
 if [ -f "$tmp/rdma.txt" ]; then
 	read -r r_mibs r_sec <<<"$(median rdma)"
 	printf '  uiwarp RDMA Writes (iWARP over TCP): %8.1f MiB/s  (%s s)  [%s]\n' \
@@ -168,6 +197,10 @@ if [ -f "$tmp/tcp.txt" ]; then
 fi
 awk -v a="$r_mibs" -v b="$t_mibs" \
 	'BEGIN { if (a > 0 && b > 0) printf "  ratio uiwarp / TCP:                  %.2f\n", a / b }'
+if [ -f "$tmp/rdma.txt" ] && [ "$runs" -gt 1 ]; then
+	sort -n "$tmp/rdma.txt" | awk -v m="$r_mibs" 'NR == 1 && m > 0 {
+		printf "  slowest uiwarp copy / median:        %.2f\n", $1 / m }'
+fi
 echo "Copies identical to the source (cmp; crc32c $crc). Times run from the first data byte"
 echo "to the receiver holding all of it; the receiver's checksum and sync are excluded."
 exit 0
