@@ -14,7 +14,7 @@
 #   --sizes LIST       message sizes in bytes (default 64,4096,65536,1048576)
 #   --groups LIST      of bw, lat, qps, job, peers (default all)
 #   --qps LIST         QP / socket counts of the qps group (default 1,16,1000)
-#   --duration SEC     length of each throughput run (default 2)
+#   --duration SEC     length of each throughput run, whole seconds (default 2)
 #   --lat-iters N      iterations of each perftest latency run (default 20000)
 #   --job-size SIZE    file size of the main job (default 1G)
 #   --dir DIR          where the job's input and copies go (default /var/tmp)
@@ -95,7 +95,8 @@ for c in "${CCS[@]}"; do case "$c" in [a-z]*) ;; *) die "bad congestion control 
 for s in "${SIZES[@]}" "${QPSL[@]}" "$runs" "$latn"; do
 	case "$s" in '' | *[!0-9]* | 0) die "not a positive number: '$s'" ;; esac
 done
-case "$dur" in '' | *[!0-9.]*) die "bad --duration $dur" ;; esac
+# whole seconds: perftest's -D takes an integer
+case "$dur" in '' | *[!0-9]* | 0) die "--duration takes whole seconds (1, 2, ...), not '$dur'" ;; esac
 has_group() { [[ ",$groups," == *",$1,"* ]]; }
 for g in ${groups//,/ }; do
 	case "$g" in bw | lat | qps | job | peers) ;; *) die "unknown group $g" ;; esac
