@@ -12,7 +12,7 @@
 #   --runs N           repetitions; every row's median covers N samples
 #                      (default 5)
 #   --sizes LIST       message sizes in bytes (default 64,4096,65536,1048576)
-#   --groups LIST      of bw, lat, qps, job, peers (default all)
+#   --groups LIST      of bw, rate, lat, qps, job, peers (default all)
 #   --qps LIST         QP / socket counts of the qps group (default 1,16,1000)
 #   --duration SEC     length of each throughput run, whole seconds (default 2)
 #   --lat-iters N      iterations of each perftest latency run (default 20000)
@@ -40,7 +40,7 @@ set -u
 set -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-quick=0 paths="" ccs="" runs="" sizes="" groups="bw,lat,qps,job,peers" qpslist="" dur=""
+quick=0 paths="" ccs="" runs="" sizes="" groups="bw,rate,lat,qps,job,peers" qpslist="" dur=""
 latn="" jobsize="" parent=/var/tmp out="" build="$root/build" build_it=1 install=1
 tcpbench="" estimate_only=0
 
@@ -99,7 +99,7 @@ done
 case "$dur" in '' | *[!0-9]* | 0) die "--duration takes whole seconds (1, 2, ...), not '$dur'" ;; esac
 has_group() { [[ ",$groups," == *",$1,"* ]]; }
 for g in ${groups//,/ }; do
-	case "$g" in bw | lat | qps | job | peers) ;; *) die "unknown group $g" ;; esac
+	case "$g" in bw | rate | lat | qps | job | peers) ;; *) die "unknown group $g" ;; esac
 done
 jobbytes=$(numfmt --from=iec "${jobsize%B}" 2>/dev/null) || die "bad --job-size $jobsize"
 
@@ -110,16 +110,20 @@ peers=0
 has_group peers && peers=1
 n_bw=0 n_lat=0 n_qps=0 n_job=0
 has_group bw && n_bw=$((np * nc * ns * (4 + 2 * peers)))
+has_group rate && n_bw=$((n_bw + np * nc * 3))
 has_group lat && n_lat=$((np * nc * (5 + 2 * peers)))
 has_group qps && n_qps=$((np * nc * nq * 2))
 has_group job && n_job=$((np * nc * 2))
 runs_per_rep=$((n_bw + n_lat + n_qps + n_job))
 total_runs=$((runs_per_rep * runs))
-job_s=$(awk -v b="$jobbytes" 'BEGIN { printf "%d", b / (400 * 1048576) + 3 }')
+# (per-run overheads as measured on the 2-vCPU development machine)
+job_s=$(awk -v b="$jobbytes" 'BEGIN { printf "%d", b / (400 * 1048576) + 2 }')
+qsetup=0
+for q in "${QPSL[@]}"; do qsetup=$((qsetup + q / 250)); done
 est=$(awk -v r="$runs" -v bw="$n_bw" -v lat="$n_lat" -v q="$n_qps" -v j="$n_job" -v d="$dur" \
-	-v js="$job_s" -v ln="$latn" \
-	'BEGIN { l = ln * 40e-6 + 1.5; if (l < 2.5) l = 2.5
-		printf "%d", r * (bw * (d + 1.8) + lat * l + q * (d + 2.5) + j * js) + 60 + js }')
+	-v js="$job_s" -v ln="$latn" -v qs="$qsetup" -v np="$np" -v nc="$nc" \
+	'BEGIN { l = ln * 30e-6 + 0.8; if (l < 1.2) l = 1.2
+		printf "%d", r * (bw * (d + 0.6) + lat * l + q * (d + 1) + 2 * np * nc * qs + j * js) + 20 + js }')
 plan() {
 	echo "paths: ${PATHS[*]}; congestion control: ${CCS[*]}; runs: $runs; sizes: ${SIZES[*]}"
 	echo "groups: $groups; QPs: ${QPSL[*]}; run length: $dur s; latency iterations: $latn;" \
@@ -472,6 +476,46 @@ m_pt_bw() {
 	fi
 }
 
+# message rate with batching: perftest --post_list 16 (16 WRs per
+# ibv_post_send) at 64 B; raw TCP counterpart: 16 messages of 64 B per send()
+# (tcpbench bw -s 1024 -N), counted as 64 B messages
+m_pt_rate() {
+	local op=$1 l
+	uiw_env
+	S_CMD=("$run" "ib_${op}_bw" -R -F -p @PORT@ -D "$dur" -s 64 --post_list 16 --report_gbits)
+	C_CMD=("${S_CMD[@]}" "$addr")
+	if pair "uiw-$op-rate" "$(awk -v d="$dur" 'BEGIN { printf "%d", d + 40 }')" &&
+		l=$(awk '$1 == 64 && NF >= 5 { print $2, $5 }' "$R.cout" | tail -n1) && [ -n "$l" ]; then
+		local it mr
+		read -r it mr <<<"$l"
+		rec uiwarp "${op}_pl16" 64 mpps "$mr"
+		rec_cpu uiwarp "${op}_pl16" 64 "$((it * 64))"
+		progress "uiwarp $op 64 B --post_list 16: $mr M/s"
+	else
+		rec uiwarp "${op}_pl16" 64 mpps fail "$(fail_note)"
+		progress "uiwarp $op 64 B --post_list 16: FAIL"
+	fi
+}
+m_tcp_rate() {
+	local l
+	S_ENV=() C_ENV=()
+	S_CMD=("$tcpbench" server -B "$addr" -p @PORT@ -n 1 -T 300 -C "$cur_cc")
+	C_CMD=("$tcpbench" bw -H "$addr" -p @PORT@ -s 1024 -t "$dur" -N -C "$cur_cc")
+	if pair "tcp-rate" "$(awk -v d="$dur" 'BEGIN { printf "%d", d + 40 }')" &&
+		l=$(grep '^bw ' "$R.cout") && [ -n "$l" ]; then
+		local m b
+		m=$(sed -n 's/.*msg\/s=\([0-9.]*\).*/\1/p' <<<"$l")
+		b=$(sed -n 's/.* rcvd=\([0-9]*\).*/\1/p' <<<"$l")
+		m=$(awk -v m="$m" 'BEGIN { printf "%.4f", m * 16 / 1e6 }')
+		rec tcp stream_x16 64 mpps "$m"
+		rec_cpu tcp stream_x16 64 "$b"
+		progress "tcp 16 x 64 B per send: $m M/s"
+	else
+		rec tcp stream_x16 64 mpps fail "$(fail_note)"
+		progress "tcp 16 x 64 B per send: FAIL"
+	fi
+}
+
 # iterations for ucx_perftest / fi_pingpong (no duration option): from the
 # rate the same row had last time, else a guess; aimed at $dur seconds
 declare -A ITERS
@@ -733,6 +777,11 @@ for ((rep = 1; rep <= runs; rep++)); do
 						*) m_pt_bw "$t" "$size" ;;
 						esac
 					done
+				done
+			fi
+			if has_group rate; then
+				for t in $(rotate "$rep" tcp write send); do
+					if [ "$t" = tcp ]; then m_tcp_rate; else m_pt_rate "$t"; fi
 				done
 			fi
 			if has_group lat; then
