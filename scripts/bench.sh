@@ -364,9 +364,9 @@ cpu_of() {
 }
 # rec_cpu TOOL OP SIZE BYTES: CPU seconds per GiB on each side
 rec_cpu() {
-	local cu cs ct cw su ss st sw
-	read -r cu cs ct cw <<<"$(cpu_of "$R.ccpu")"
-	read -r su ss st sw <<<"$(cpu_of "$R.scpu")"
+	local cu cs su ss
+	read -r cu cs _ _ <<<"$(cpu_of "$R.ccpu")"
+	read -r su ss _ _ <<<"$(cpu_of "$R.scpu")"
 	awk -v b="$4" 'BEGIN { exit !(b > 0) }' || return 0
 	rec "$1" "$2" "$3" cpu_c "$(awk -v u="$cu" -v s="$cs" -v b="$4" \
 		'BEGIN { printf "%.4f", (u + s) / (b / 1073741824) }')"
