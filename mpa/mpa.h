@@ -1,10 +1,15 @@
-/* MPA (RFC 5044 + RFC 6581): connection setup and FPDU framing.
+/* MPA (RFC 5044 + RFC 6581): connection setup and FPDU framing on a byte
+ * stream (stream/stream.h).
  *
  * The only header DDP uses. Two halves:
  *  - connection setup (mpa_cm.c): request/reply/reject, private data,
- *    CRC and marker negotiation, IRD/ORD and RTR negotiation;
- *  - framing (fpdu.c): FPDUs out (gathered, CRC32c via ISA-L, many per
- *    syscall) and in (header, payload straight into its target, trailer).
+ *    CRC, marker and large-FPDU negotiation, IRD/ORD and RTR negotiation;
+ *    blocking, with a deadline (it runs before the engine owns the stream);
+ *  - framing (fpdu_tx.c, fpdu_rx.c): FPDUs out (gathered, CRC32c via ISA-L,
+ *    many per syscall) and in (header, payload straight into its target,
+ *    trailer). Non-blocking and resumable: a call that needs bytes the
+ *    stream does not have yet returns -EAGAIN and the next call after
+ *    readiness continues where it stopped.
  */
 #ifndef UIWARP_MPA_H
 #define UIWARP_MPA_H
@@ -14,8 +19,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "mpa/llp.h"
 #include "mpa/mpa_wire.h"
+#include "stream/stream.h"
 
 /* ---------------------------------------------------------------- CRC32c */
 
@@ -38,6 +43,7 @@ struct mpa_params {
 	uint16_t ird, ord; /* RFC 6581 IRD / ORD (14 bits) */
 	bool enhanced;	   /* E flag and the IRD/ORD word present (rev 2 only) */
 	bool rfc7306;	   /* uiwarp's RFC 7306 bit (reserved flag 0x01), see mpa_wire.h */
+	bool large_fpdu;   /* siw's GSO bit (reserved flag 0x08): takes FPDUs above the EMSS */
 	uint16_t pd_len;   /* ULP private data length, not counting the RFC 6581 word */
 	uint8_t pd[MPA_MAX_PD_RFC];
 };
@@ -53,6 +59,8 @@ struct mpa_negotiated {
 	bool rfc7306;	 /* both ends offered RFC 7306 (Immediate Data, Atomics) */
 	bool markers_tx; /* we insert markers in what we send (the peer's M) */
 	bool markers_rx; /* the peer inserts markers; we strip them (our M) */
+	bool large_tx;	 /* the peer announced it takes FPDUs above the EMSS
+			  * (MPA_FLAG_LARGE_FPDU): ours may be up to 64 KiB */
 };
 
 /* Local policy: what we offer as initiator and accept as responder. */
@@ -71,6 +79,10 @@ struct mpa_config {
 	 * Request/Reply, i.e. ask the peer to insert markers towards us. */
 	bool markers;
 	bool want_markers;
+	/* announce MPA_FLAG_LARGE_FPDU (siw's try_gso bit) in our Request or
+	 * Reply, and send large FPDUs to a peer that announced it (default
+	 * on: UIWARP_MPA_LARGE_FPDU=0 turns it off) */
+	bool large_fpdu;
 };
 void mpa_config_default(struct mpa_config *cfg);
 
@@ -84,7 +96,7 @@ void mpa_config_default(struct mpa_config *cfg);
  * -EMSGSIZE pd too long; -ECONNRESET the stream ended; other -errno from the
  * stream. On -EPROTO due to RFC 6581 the caller sends a Terminate with the
  * code in *term_code (MPA_TERM_*), when term_code is not NULL. */
-int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird, uint16_t ord,
+int mpa_initiate(struct uiw_stream *s, const struct mpa_config *cfg, uint16_t ird, uint16_t ord,
 		 const void *pd, uint16_t pd_len, struct mpa_params *reply,
 		 struct mpa_negotiated *neg, uint8_t *term_code);
 
@@ -95,7 +107,7 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
  * answered here with a Reply rejecting it in revision 2 (our highest), so
  * the peer learns what we speak, and -EPROTO is returned; revision 0 is
  * just refused. */
-int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req);
+int mpa_recv_request(struct uiw_stream *s, int timeout_ms, struct mpa_params *req);
 
 /* Responder, step 2: sends the MPA Reply accepting *req with our ird/ord and
  * private data pd[0..pd_len), choosing the RTR kind and CRC as RFC 6581 /
@@ -103,30 +115,61 @@ int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req
  * either side asks). A request with markers is answered with a reject
  * instead and -EPROTO returned, unless cfg->markers. Fills *neg. Errors:
  * -EMSGSIZE, -EPROTO, -errno from the stream. */
-int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const struct mpa_params *req,
-		    uint16_t ird, uint16_t ord, const void *pd, uint16_t pd_len,
-		    struct mpa_negotiated *neg);
+int mpa_send_accept(struct uiw_stream *s, const struct mpa_config *cfg,
+		    const struct mpa_params *req, uint16_t ird, uint16_t ord, const void *pd,
+		    uint16_t pd_len, struct mpa_negotiated *neg);
 
 /* Responder: sends an MPA Reply with the R (reject) flag and private data
  * pd[0..pd_len), answering *req's revision. Errors: -EMSGSIZE, -errno. */
-int mpa_send_reject(struct uiw_llp *llp, const struct mpa_params *req, const void *pd,
+int mpa_send_reject(struct uiw_stream *s, const struct mpa_params *req, const void *pd,
 		    uint16_t pd_len);
 
 /* ------------------------------------------------------------------ framing */
 
-/* Per-connection framing state; embedded by DDP in its connection. */
+/* A batch of FPDUs that goes out in as few sendmsg calls as the stream
+ * allows: built by mpa_tx_fpdu, pushed by mpa_tx_push (resumable). */
+#define MPA_TX_MAX_FPDU 64
+#define MPA_TX_MAX_IOV 512
+/* A batch stops growing past this many bytes, so the CRC pass and the
+ * kernel's copy find the payload still in cache. */
+#ifndef MPA_TX_MAX_BYTES
+#define MPA_TX_MAX_BYTES (256 * 1024)
+#endif
+/* markers a batch can hold (markers on only): one per 508 payload octets */
+#define MPA_TX_MAX_MARKERS 1024
+struct mpa_txbatch {
+	int niov, nfpdu;
+	size_t bytes; /* stream octets in the batch, markers included */
+	/* push progress: iov[done_iov] is sent up to done_off bytes */
+	int done_iov;
+	size_t done_off, sent;
+	struct iovec iov[MPA_TX_MAX_IOV];
+	/* per FPDU: length prefix + DDP header copied here, and pad + CRC */
+	uint8_t head[MPA_TX_MAX_FPDU][2 + 32];
+	uint8_t tail[MPA_TX_MAX_FPDU][8];
+	/* markers on: the stream offset of the batch's first octet, and the
+	 * markers (4 bytes each, RFC 5044 §5) the iovecs point into */
+	uint64_t off;
+	int nmark;
+	uint8_t mark[MPA_TX_MAX_MARKERS][MPA_MARKER_LEN];
+};
+
+/* Per-connection framing state; embedded by DDP in its connection. Only
+ * the thread that drives the connection touches it. */
 struct mpa_conn {
-	struct uiw_llp *llp;
+	struct uiw_stream *s;
 	bool crc; /* send and check CRC32c */
-	/* RFC 5044 §5 markers, from mpa_negotiated (these fill the padding
-	 * after crc: the hot fields keep their offsets) */
+	/* RFC 5044 §5 markers, from mpa_negotiated */
 	bool markers_tx, markers_rx;
 	bool rx_crc_run; /* crc && !markers_rx: CRC kept as bytes are consumed */
-	uint32_t mulpdu; /* max ULPDU bytes (DDP header + payload) per FPDU */
+	uint32_t mulpdu; /* max ULPDU bytes (DDP header + payload) per FPDU we send */
+	struct mpa_txbatch *tx;
 	/* receive ring: stream bytes read ahead of the current point */
 	uint8_t *rb;
 	uint32_t rb_cap, rb_off, rb_len;
-	bool bulk; /* last FPDU was small: read ahead in bulk */
+	bool bulk;	/* last FPDU was small: read ahead in bulk */
+	bool rx_eof;	/* the stream ended (0 from recvv) */
+	bool rx_demark; /* markers_rx: the current FPDU is whole and demarked in the ring */
 	/* receive side: the FPDU being read */
 	uint32_t rx_crc; /* running CRC32c over what was received */
 	uint16_t rx_ulpdu_len;
@@ -149,98 +192,105 @@ struct mpa_conn {
  * more than copying a payload this small (docs/design.md). */
 #define MPA_RX_SMALL_MAX (16 * 1024)
 #define MPA_RX_RING (65536)
+/* Largest ULPDU uiwarp sends to a peer that announced MPA_FLAG_LARGE_FPDU:
+ * the 16-bit ULPDU_Length rounded down to a multiple of 4. */
+#define MPA_LARGE_MULPDU 65532
 
-/* Sets up framing on a connection that finished its handshake. MULPDU is
- * computed from the stream's EMSS so every FPDU fits one segment
+/* Sets up framing on stream s for a connection that finished its
+ * handshake. MULPDU: MPA_LARGE_MULPDU when neg->large_tx (and no markers);
+ * otherwise from the stream's EMSS so every FPDU fits one segment
  * (RFC 5044 §4.1: markers off EMSS - (6 + EMSS mod 4); markers on, i.e.
  * neg->markers_tx, EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)), at least
  * 128. Markers follow neg->markers_tx / markers_rx. Allocates the receive
  * ring (twice as large when markers_rx, so a whole FPDU with its markers
- * fits). Returns 0 or -ENOMEM. */
-int mpa_conn_init(struct mpa_conn *c, struct uiw_llp *llp, const struct mpa_negotiated *neg);
-/* Frees what mpa_conn_init allocated (not the llp). */
+ * fits) and the send batch. Returns 0 or -ENOMEM. */
+int mpa_conn_init(struct mpa_conn *c, struct uiw_stream *s, const struct mpa_negotiated *neg);
+/* Frees what mpa_conn_init allocated (not the stream). */
 void mpa_conn_fini(struct mpa_conn *c);
 
-/* A batch of FPDUs to go out in one sendmsg. */
-#define MPA_TX_MAX_FPDU 64
-#define MPA_TX_MAX_IOV 512
-/* A batch stops growing past this many bytes, so the CRC pass and the
- * kernel's copy find the payload still in cache. */
-#ifndef MPA_TX_MAX_BYTES
-#define MPA_TX_MAX_BYTES (256 * 1024)
-#endif
-/* markers a batch can hold (markers on only): one per 508 payload octets */
-#define MPA_TX_MAX_MARKERS 1024
-struct mpa_txbatch {
-	int niov, nfpdu;
-	size_t bytes; /* stream octets in the batch, markers included */
-	struct iovec iov[MPA_TX_MAX_IOV];
-	/* per FPDU: length prefix + DDP header copied here, and pad + CRC */
-	uint8_t head[MPA_TX_MAX_FPDU][2 + 32];
-	uint8_t tail[MPA_TX_MAX_FPDU][8];
-	/* markers on: the stream offset of the batch's first octet, and the
-	 * markers (4 bytes each, RFC 5044 §5) the iovecs point into */
-	uint64_t off;
-	int nmark;
-	uint8_t mark[MPA_TX_MAX_MARKERS][MPA_MARKER_LEN];
-};
+/* Appends one FPDU to c->tx: the ULPDU is hdr[0..hdr_len) (hdr_len <= 32,
+ * copied) followed by payload iov[0..n) (referenced, not copied: it must
+ * stay valid until mpa_tx_push has sent it). hdr_len + payload must be
+ * <= c->mulpdu. Computes length, pad and CRC32c (RFC 5044 §4). With
+ * c->markers_tx the iovecs are split at every marker position of the
+ * stream and the markers go in between (RFC 5044 §5), counted in the CRC.
+ * Returns 0, or -ENOSPC when the batch has no room or is being pushed
+ * (push it first), -EINVAL if too long. */
+int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struct iovec *iov,
+		int n);
 
-/* Starts an empty batch. */
-void mpa_tx_begin(struct mpa_txbatch *b);
+/* Hands the unsent part of c->tx to the stream without blocking. Returns
+ * 1 when the batch went out whole (it is empty again), 0 when the stream
+ * took only part (wait for POLLOUT and push again), or -errno from the
+ * stream. An empty batch returns 1. */
+int mpa_tx_push(struct mpa_conn *c);
 
-/* Appends one FPDU: the ULPDU is hdr[0..hdr_len) (hdr_len <= 32, copied)
- * followed by payload iov[0..n) (referenced, not copied: it must stay valid
- * until mpa_tx_flush returns). hdr_len + payload must be <= c->mulpdu.
- * Computes length, pad and CRC32c (RFC 5044 §4). With c->markers_tx the
- * iovecs are split at every marker position of the stream and the markers
- * go in between (RFC 5044 §5), counted in the CRC. Returns 0, or -ENOSPC
- * when the batch has no room (flush and call again), -EINVAL if too long.
- * Every batch built must be flushed, in order (a batch emptied with
- * mpa_tx_begin instead never happened: the stream offset is unchanged). */
-int mpa_tx_fpdu(struct mpa_conn *c, struct mpa_txbatch *b, const void *hdr, size_t hdr_len,
-		const struct iovec *iov, int n);
+/* Empties c->tx without sending it (the stream broke). */
+void mpa_tx_drop(struct mpa_conn *c);
 
-/* Sends every FPDU in the batch (one sendmsg, retried on partial writes)
- * and empties it. Returns 0 or -errno from the stream. */
-int mpa_tx_flush(struct mpa_conn *c, struct mpa_txbatch *b);
+/* True when c->tx holds FPDUs not yet handed to the stream in full. */
+static inline bool mpa_tx_busy(const struct mpa_conn *c)
+{
+	return c->tx->nfpdu > 0;
+}
+/* True when c->tx has started going out (no FPDU may be added). */
+static inline bool mpa_tx_pushing(const struct mpa_conn *c)
+{
+	return c->tx->sent > 0;
+}
 
-/* Receive, one FPDU at a time (RFC 5044 §4):
- *   mpa_rx_begin   reads ULPDU_Length and the first hdr_len bytes of the
- *                  ULPDU into hdr (blocking). Returns the ULPDU length
- *                  (> 0), 0 on orderly end of stream before any byte of
- *                  an FPDU, -EPROTO if the ULPDU is shorter than hdr_len,
- *                  -ENODATA if the stream ends (FIN) inside an FPDU (here
- *                  or in the calls below), -ECONNRESET if the peer reset
- *                  it, other -errno.
- *   mpa_rx_more    reads n more ULPDU bytes into buf (header tail).
+/* Sends the batch in full, waiting for room up to timeout_ms (< 0: no
+ * limit): connection setup (the RTR) and Terminates outside the engine.
+ * 0, -ETIMEDOUT or -errno. */
+int mpa_tx_push_wait(struct mpa_conn *c, int timeout_ms);
+
+/* Receive, one FPDU at a time (RFC 5044 §4). Every call is non-blocking:
+ * -EAGAIN means "not enough bytes yet, nothing consumed by this call that
+ * a repeat would miss; call again when the stream is readable". Other
+ * results of every call: -ENODATA if the stream ended (FIN) inside an FPDU,
+ * -ECONNRESET if the peer reset it, other -errno.
+ *   mpa_rx_peek    makes the next FPDU's ULPDU_Length and its first n ULPDU
+ *                  bytes (all of it when the ULPDU is shorter) readable at
+ *                  *p without consuming them. Returns the ULPDU length
+ *                  (>= 0), or 0 with *p NULL on an orderly end of stream
+ *                  between FPDUs. With markers (c->markers_rx) it reads the
+ *                  whole FPDU and checks its markers first: a bad FPDUPTR
+ *                  is -EPROTO with c->rx_term = MPA_TERM_MARKER.
+ *   mpa_rx_begin   consumes the first hdr_len ULPDU bytes (into hdr) after
+ *                  mpa_rx_peek(c, >= hdr_len) succeeded. Returns the ULPDU
+ *                  length, or -EPROTO if it is shorter than hdr_len.
  *   mpa_rx_small   for the rest of the ULPDU when it is at most
- *                  MPA_RX_SMALL_MAX bytes: reads it and the trailer into
+ *                  MPA_RX_SMALL_MAX bytes: once it and the trailer are in
  *                  the ring, checks the CRC, and only then copies the len
  *                  payload bytes into iov. 0, -EBADMSG (CRC: nothing was
- *                  placed), -EINVAL (len is not the rest or too big), -errno.
+ *                  placed), -EINVAL (len is not the rest or too big).
  *                  Ends the FPDU (no mpa_rx_end).
- *   mpa_rx_payload reads len ULPDU bytes straight into iov (the target
- *                  buffer; NULL iov discards), from the kernel with no
- *                  intermediate buffer (bytes already in the ring are
- *                  copied from it).
+ *   mpa_rx_payload places up to len ULPDU bytes (len <= what is left) into
+ *                  iov (the target buffer; NULL iov discards): what the ring
+ *                  holds is copied, the rest comes from the kernel straight
+ *                  into the target (with the trailer and the next header
+ *                  read ahead into the ring when len covers the rest).
+ *                  Returns the bytes placed (> 0; the caller advances its
+ *                  target and calls again for the rest) or -EAGAIN.
  *   mpa_rx_end     reads pad and CRC and checks the CRC when negotiated:
  *                  0, or -EBADMSG on a CRC mismatch (the caller sends a
- *                  Terminate LLP/MPA_TERM_CRC).
- * rx_left counts what is still unread of the ULPDU; mpa_rx_end requires it
- * to be 0 (-EPROTO otherwise).
- *
- * With markers on receive (c->markers_rx, RFC 5044 §5), mpa_rx_begin reads
- * the whole FPDU with its markers into the ring, checks every marker's
- * FPDUPTR (a bad one: -EPROTO with c->rx_term = MPA_TERM_MARKER, before
- * anything is returned), computes the CRC over the FPDU as sent (markers
- * included) and removes the markers; the other calls then work from the
- * ring (payload is copied, not placed by the kernel). The same calls, the
- * same results; a CRC mismatch is still reported by mpa_rx_small /
- * mpa_rx_end (c->rx_term = MPA_TERM_CRC). */
+ *                  Terminate LLP/MPA_TERM_CRC). Requires rx_left == 0
+ *                  (-EPROTO otherwise).
+ * CRC32c is computed over placed payload right after each piece lands
+ * (still in cache); a large FPDU is therefore checked after placement (as
+ * RNICs with cut-through placement do): on a mismatch the message never
+ * completes, and bytes can only have landed inside the validated target.
+ * With markers on receive the FPDU is served from the ring (copied). */
+int mpa_rx_peek(struct mpa_conn *c, size_t n, const uint8_t **p);
 int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len);
-int mpa_rx_more(struct mpa_conn *c, void *buf, size_t n);
 int mpa_rx_small(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
-int mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
+ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t len);
 int mpa_rx_end(struct mpa_conn *c);
+
+/* Reads and drops whatever the stream has (after a Terminate: RFC 5040
+ * §6.3, the peer's last bytes are read so closing does not reset the
+ * stream before it read ours). Returns 0 at the end of the stream, -EAGAIN
+ * when nothing more is there now, or -errno. */
+int mpa_rx_drain(struct mpa_conn *c);
 
 #endif

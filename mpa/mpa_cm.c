@@ -1,7 +1,7 @@
 /* MPA connection setup: Request / Reply / Reject (RFC 5044 §7.1) with the
  * RFC 6581 enhancements (IRD/ORD word, peer-to-peer RTR negotiation).
  *
- * Frames are read with uiw_llp_recv_exact, first the 20-byte header and then
+ * Frames are read with uiw_stream_recv_exact, first the 20-byte header and then
  * exactly PD_Length bytes, so nothing behind a frame (the first FPDU may
  * share the segment) is consumed. Policy follows
  * ../shared/reference/iwarp-interop-notes.md §0, §1.4 and §8.
@@ -64,19 +64,23 @@ static uint16_t relax(uint16_t ours, uint16_t peers)
 
 /* Builds and sends one Request/Reply frame: header, then the RFC 6581 word
  * (when word is true) with ird_w/ord_w, then pd[0..pd_len). pd_len <=
- * ULP_PD_MAX. Returns 0 or -errno from the stream. */
-static int send_frame(struct uiw_llp *llp, const char *key, uint8_t flags, uint8_t rev, bool word,
+ * ULP_PD_MAX. Returns 0, -ETIMEDOUT (no room for 10 s) or -errno from the
+ * stream. */
+static int send_frame(struct uiw_stream *s, const char *key, uint8_t flags, uint8_t rev, bool word,
 		      uint16_t ird_w, uint16_t ord_w, const void *pd, uint16_t pd_len)
 {
 	uint8_t buf[RR_HDR_LEN + MPA_MAX_PD];
 	size_t len = RR_HDR_LEN;
 	struct iovec iov;
-	ssize_t r;
+	/* a frame is small: a stream that cannot take it in this long is dead */
+	const int timeout_ms = 10000;
 
 	memcpy(buf, key, MPA_KEY_LEN);
-	/* reserved bits go out as zero, but for uiwarp's RFC 7306 bit, which
-	 * callers set only when configured (mpa_wire.h) */
-	buf[16] = flags & (uint8_t) ~(MPA_FLAG_RES_MASK & ~MPA_FLAG_RFC7306);
+	/* reserved bits go out as zero, but for uiwarp's RFC 7306 bit and
+	 * siw's large-FPDU bit, which callers set only when configured
+	 * (mpa_wire.h) */
+	buf[16] =
+	    flags & (uint8_t) ~(MPA_FLAG_RES_MASK & ~(MPA_FLAG_RFC7306 | MPA_FLAG_LARGE_FPDU));
 	buf[17] = rev;
 	put_be16(&buf[18], (uint16_t)(pd_len + (word ? V2_LEN : 0)));
 	if (word) {
@@ -90,8 +94,7 @@ static int send_frame(struct uiw_llp *llp, const char *key, uint8_t flags, uint8
 	}
 	iov.iov_base = buf;
 	iov.iov_len = len;
-	r = uiw_llp_sendv(llp, &iov, 1);
-	return r < 0 ? (int)r : 0;
+	return uiw_stream_send_all(s, &iov, 1, timeout_ms);
 }
 
 /* Reads one frame with key (MPA_KEY_REQ/REP) within timeout_ms (< 0:
@@ -104,12 +107,13 @@ static int send_frame(struct uiw_llp *llp, const char *key, uint8_t flags, uint8
  * §8), so a Read over a rev 1 link to siw fails on its side. Reserved flag
  * bits are ignored. A reject carrying E but fewer than 4 bytes is taken as
  * plain private data (it only needs to be shown to the user). Of the
- * reserved bits only uiwarp's RFC 7306 bit is reported (p->rfc7306).
+ * reserved bits only uiwarp's RFC 7306 bit (p->rfc7306) and siw's
+ * large-FPDU bit (p->large_fpdu) are reported.
  * Returns 0, -EPROTO (key, revision 0, PD_Length > 512, short RFC 6581
  * word), -EPROTONOSUPPORT (right key, revision above 2: nothing after the
  * 20-byte header was read, p->rev holds the revision), -ETIMEDOUT,
  * -ECONNRESET or -errno. */
-static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, struct mpa_params *p,
+static int recv_frame(struct uiw_stream *s, const char *key, int timeout_ms, struct mpa_params *p,
 		      bool *reject)
 {
 	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
@@ -118,7 +122,7 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 	uint16_t len, off = 0;
 	int r;
 
-	r = uiw_llp_recv_exact(llp, hdr, sizeof(hdr), left_ms(timeout_ms, deadline));
+	r = uiw_stream_recv_exact(s, hdr, sizeof(hdr), left_ms(timeout_ms, deadline));
 	if (r < 0)
 		return r;
 	if (memcmp(hdr, key, MPA_KEY_LEN) != 0)
@@ -134,7 +138,7 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 	if (len > MPA_MAX_PD_RFC)
 		return -EPROTO;
 	if (len) {
-		r = uiw_llp_recv_exact(llp, raw, len, left_ms(timeout_ms, deadline));
+		r = uiw_stream_recv_exact(s, raw, len, left_ms(timeout_ms, deadline));
 		if (r < 0)
 			return r;
 	}
@@ -145,6 +149,7 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
 	p->markers = hdr[16] & MPA_FLAG_MARKERS;
 	p->crc = hdr[16] & MPA_FLAG_CRC;
 	p->rfc7306 = hdr[16] & MPA_FLAG_RFC7306;
+	p->large_fpdu = hdr[16] & MPA_FLAG_LARGE_FPDU;
 	p->enhanced = p->rev == MPA_REV_2 && (hdr[16] & MPA_FLAG_ENHANCED);
 	if (p->enhanced && len < V2_LEN) {
 		if (!*reject)
@@ -179,7 +184,8 @@ static int recv_frame(struct uiw_llp *llp, const char *key, int timeout_ms, stru
  * notes §0): rev 2 with the RFC 6581 word (RFC 6581 §5), CRC asked for but
  * not required (RFC 5044 §7.1), peer-to-peer offering Write and Read RTR,
  * 10000 ms to wait for the peer (siw's initiator timeout), markers neither
- * honoured nor asked for, the RFC 7306 bit not sent. No errors. */
+ * honoured nor asked for, the RFC 7306 bit not sent, the large-FPDU bit
+ * sent (mpa_wire.h). No errors. */
 void mpa_config_default(struct mpa_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -192,6 +198,7 @@ void mpa_config_default(struct mpa_config *cfg)
 	cfg->rfc7306 = false;
 	cfg->markers = false;
 	cfg->want_markers = false;
+	cfg->large_fpdu = true;
 }
 
 static void set_term(uint8_t *term_code, uint8_t code)
@@ -206,7 +213,9 @@ static void set_term(uint8_t *term_code, uint8_t code)
  * raised to 1 (the RTR itself is a Read). cfg->rev 1 sends no RFC 6581 word
  * (no P2P, no RTR). M is sent when cfg->want_markers (the responder must
  * then insert markers towards us: neg->markers_rx); the RFC 7306 bit when
- * cfg->rfc7306 (neg->rfc7306 when the reply echoes it). Checks on the
+ * cfg->rfc7306 (neg->rfc7306 when the reply echoes it); the large-FPDU bit
+ * when cfg->large_fpdu (neg->large_tx when the reply has it too and no
+ * markers go out). Checks on the
  * reply: key, same revision as ours (a revision above 2 is -EPROTO too),
  * M only when cfg->markers (then neg->markers_tx: RFC 5044 §7.1, M declares
  * the receiver's requirement), CRC (-EPROTO when cfg->crc_required and the
@@ -216,8 +225,8 @@ static void set_term(uint8_t *term_code, uint8_t code)
  * exactly one RTR kind out of our offer (-EPROTO, MPA_TERM_NO_MATCHING_RTR),
  * and a Read RTR with a peer IRD of 0 (-EPROTO, MPA_TERM_INSUFFICIENT_IRD).
  * Other -EPROTO leave *term_code 0 (just close). Errors -EINVAL for bad
- * arguments (NULL llp/cfg, pd NULL with pd_len, cfg->rev not 1 or 2). */
-int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird, uint16_t ord,
+ * arguments (NULL s/cfg, pd NULL with pd_len, cfg->rev not 1 or 2). */
+int mpa_initiate(struct uiw_stream *s, const struct mpa_config *cfg, uint16_t ird, uint16_t ord,
 		 const void *pd, uint16_t pd_len, struct mpa_params *reply,
 		 struct mpa_negotiated *neg, uint8_t *term_code)
 {
@@ -230,7 +239,7 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 	int r;
 
 	set_term(term_code, 0);
-	if (!llp || !cfg || (pd_len && !pd))
+	if (!s || !cfg || (pd_len && !pd))
 		return -EINVAL;
 	if (cfg->rev != MPA_REV_1 && cfg->rev != MPA_REV_2)
 		return -EINVAL;
@@ -253,6 +262,8 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 		flags |= MPA_FLAG_MARKERS;
 	if (cfg->rfc7306)
 		flags |= MPA_FLAG_RFC7306;
+	if (cfg->large_fpdu)
+		flags |= MPA_FLAG_LARGE_FPDU;
 	ird_w = my_ird;
 	ord_w = my_ord;
 	if (p2p)
@@ -264,10 +275,10 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 	if (offer & MPA_RTR_READ)
 		ord_w |= MPA_V2_RTR_READ;
 
-	r = send_frame(llp, MPA_KEY_REQ, flags, cfg->rev, enh, ird_w, ord_w, pd, pd_len);
+	r = send_frame(s, MPA_KEY_REQ, flags, cfg->rev, enh, ird_w, ord_w, pd, pd_len);
 	if (r < 0)
 		return r;
-	r = recv_frame(llp, MPA_KEY_REP, cfg->timeout_ms, reply, &reject);
+	r = recv_frame(s, MPA_KEY_REP, cfg->timeout_ms, reply, &reject);
 	if (r == -EPROTONOSUPPORT)
 		return -EPROTO;
 	if (r < 0)
@@ -292,6 +303,7 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
 	n.markers_tx = reply->markers;
 	n.markers_rx = cfg->want_markers;
 	n.rfc7306 = cfg->rfc7306 && reply->rfc7306;
+	n.large_tx = cfg->large_fpdu && reply->large_fpdu && !n.markers_tx;
 	if (p2p) {
 		uint8_t chosen = reply->rtr;
 
@@ -331,18 +343,18 @@ int mpa_initiate(struct uiw_llp *llp, const struct mpa_config *cfg, uint16_t ird
  * that cannot interoperate with the revision close; we first send a Reply
  * with R set in revision 2 (no private data, no RFC 6581 word), which tells
  * the peer the highest revision we speak, then return -EPROTO. */
-int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req)
+int mpa_recv_request(struct uiw_stream *s, int timeout_ms, struct mpa_params *req)
 {
 	bool reject = false; /* R has no meaning in a request: ignored */
 	int r;
 
-	if (!llp || !req)
+	if (!s || !req)
 		return -EINVAL;
-	r = recv_frame(llp, MPA_KEY_REQ, timeout_ms, req, &reject);
+	r = recv_frame(s, MPA_KEY_REQ, timeout_ms, req, &reject);
 	if (r == -EPROTONOSUPPORT) {
 		struct mpa_params ours = {.rev = MPA_REV_2};
 
-		(void)mpa_send_reject(llp, &ours, NULL, 0);
+		(void)mpa_send_reject(s, &ours, NULL, 0);
 		return -EPROTO;
 	}
 	return r;
@@ -355,17 +367,20 @@ int mpa_recv_request(struct uiw_llp *llp, int timeout_ms, struct mpa_params *req
  * SEND, else none). The word carries our negotiated depths: ird/ord clamped
  * to 0x3FFF, then ord = min(ord, peer IRD), ird = min(ird, peer ORD) (a
  * peer 0x3FFF leaves ours), and ird >= 1 for a Read RTR; sending these makes
- * the initiator arrive at the mirror image. Errors: -EINVAL (NULL llp, cfg
+ * the initiator arrive at the mirror image. Errors: -EINVAL (NULL s, cfg
  * or req, pd NULL with pd_len, req->rev not 1 or 2), -EMSGSIZE (pd_len >
  * 252), -EPROTO (markers without cfg->markers: a reject went out), -errno
  * from the stream. Markers (RFC 5044 §7.1, per direction): the request's M
  * makes us insert markers (neg->markers_tx); cfg->want_markers puts M in the
  * reply (neg->markers_rx). The RFC 7306 bit goes in the reply, and
  * neg->rfc7306 is set, only when both cfg->rfc7306 and the request have it.
- * cfg->crc_required needs no reject here: our C forces CRC on both ways. */
-int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const struct mpa_params *req,
-		    uint16_t ird, uint16_t ord, const void *pd, uint16_t pd_len,
-		    struct mpa_negotiated *neg)
+ * cfg->crc_required needs no reject here: our C forces CRC on both ways.
+ * The large-FPDU bit goes in the reply when cfg->large_fpdu (it announces
+ * what we take, whatever the request said); neg->large_tx when the request
+ * had it too and no markers go out. */
+int mpa_send_accept(struct uiw_stream *s, const struct mpa_config *cfg,
+		    const struct mpa_params *req, uint16_t ird, uint16_t ord, const void *pd,
+		    uint16_t pd_len, struct mpa_negotiated *neg)
 {
 	struct mpa_negotiated n = {0};
 	uint16_t peer_ird, peer_ord, ird_w, ord_w;
@@ -373,7 +388,7 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 	bool enh, p2p;
 	int r;
 
-	if (!llp || !cfg || !req || (pd_len && !pd))
+	if (!s || !cfg || !req || (pd_len && !pd))
 		return -EINVAL;
 	if (req->rev != MPA_REV_1 && req->rev != MPA_REV_2)
 		return -EINVAL;
@@ -381,7 +396,7 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 		return -EMSGSIZE;
 	if (req->markers && !cfg->markers) {
 		/* markers off (interop notes §0, as siw): answer with a reject */
-		(void)mpa_send_reject(llp, req, NULL, 0);
+		(void)mpa_send_reject(s, req, NULL, 0);
 		return -EPROTO;
 	}
 
@@ -409,6 +424,7 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 	n.markers_tx = req->markers;
 	n.markers_rx = cfg->want_markers;
 	n.rfc7306 = cfg->rfc7306 && req->rfc7306;
+	n.large_tx = cfg->large_fpdu && req->large_fpdu && !n.markers_tx;
 
 	if (n.crc)
 		flags |= MPA_FLAG_CRC;
@@ -418,6 +434,8 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 		flags |= MPA_FLAG_MARKERS;
 	if (n.rfc7306)
 		flags |= MPA_FLAG_RFC7306;
+	if (cfg->large_fpdu)
+		flags |= MPA_FLAG_LARGE_FPDU;
 	ird_w = n.ird;
 	ord_w = n.ord;
 	if (p2p)
@@ -429,7 +447,7 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
 	else if (rtr == MPA_RTR_READ)
 		ord_w |= MPA_V2_RTR_READ;
 
-	r = send_frame(llp, MPA_KEY_REP, flags, req->rev, enh, ird_w, ord_w, pd, pd_len);
+	r = send_frame(s, MPA_KEY_REP, flags, req->rev, enh, ird_w, ord_w, pd, pd_len);
 	if (r < 0)
 		return r;
 	if (neg)
@@ -442,18 +460,18 @@ int mpa_send_accept(struct uiw_llp *llp, const struct mpa_config *cfg, const str
  * request carried the RFC 6581 word, carries one too (E set, IRD = ORD = 0,
  * no flags) so the peer strips it before showing pd. Errors: -EINVAL (NULL
  * llp, pd NULL with pd_len), -EMSGSIZE (pd_len > 252), -errno. */
-int mpa_send_reject(struct uiw_llp *llp, const struct mpa_params *req, const void *pd,
+int mpa_send_reject(struct uiw_stream *s, const struct mpa_params *req, const void *pd,
 		    uint16_t pd_len)
 {
 	uint8_t rev = req && req->rev == MPA_REV_1 ? MPA_REV_1 : MPA_REV_2;
 	bool enh = req && req->rev == MPA_REV_2 && req->enhanced;
 	uint8_t flags = MPA_FLAG_REJECT;
 
-	if (!llp || (pd_len && !pd))
+	if (!s || (pd_len && !pd))
 		return -EINVAL;
 	if (pd_len > ULP_PD_MAX)
 		return -EMSGSIZE;
 	if (enh)
 		flags |= MPA_FLAG_ENHANCED;
-	return send_frame(llp, MPA_KEY_REP, flags, rev, enh, 0, 0, pd, pd_len);
+	return send_frame(s, MPA_KEY_REP, flags, rev, enh, 0, 0, pd, pd_len);
 }

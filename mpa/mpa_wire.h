@@ -26,9 +26,21 @@
  * mpa_config.rfc7306 is on (default off): by the initiator in the Request,
  * and by a responder in the Reply only when the Request had it. Peers that
  * do not know it ignore it, as RFC 5044 §7.1 requires of reserved bits, and
- * never set it (siw uses 0x08 for its GSO experiment, Chelsio proposed
- * 0x0c; neither touches 0x01). Every other reserved bit still goes out 0. */
+ * never set it (siw uses 0x08 for its GSO experiment, below; Chelsio
+ * proposed 0x04-0x0c; neither touches 0x01). The other reserved bits go
+ * out 0. */
 #define MPA_FLAG_RFC7306 0x01
+/* Linux siw's private use of reserved bit 0x08 (MPA_RR_FLAG_GSO_EXP, its
+ * try_gso module parameter): "the sender of this frame takes FPDUs larger
+ * than one TCP segment". A side that sees the bit in the peer's frame may
+ * send FPDUs up to the 16-bit ULPDU_Length; without it, every FPDU fits one
+ * segment (RFC 5044 §4.1). uiwarp sets it by default (mpa_config.large_fpdu,
+ * UIWARP_MPA_LARGE_FPDU) and honours it from siw and from uiwarp peers;
+ * hardware ignores it as a reserved bit and gets MSS-sized FPDUs. (A 2020
+ * Chelsio proposal on linux-rdma read 0x04/0x08/0x0c as the receiver's
+ * largest FPDU, 16/32/64 KiB; a peer reading 0x08 that way sends uiwarp
+ * 32 KiB FPDUs, which it takes.) docs/interop.md lists the bits uiwarp uses. */
+#define MPA_FLAG_LARGE_FPDU 0x08
 
 #define MPA_REV_1 1
 #define MPA_REV_2 2

@@ -1,5 +1,8 @@
-/* Connection setup: TCP connect / listen / accept, the MPA handshake
- * (RFC 5044 §7, RFC 6581) and the RTR, binding a QP to its stream. */
+/* Connection setup: TCP connect / listen / accept (stream/tcp.c), the MPA
+ * handshake (RFC 5044 §7, RFC 6581) and the RTR, binding a QP to its
+ * stream and handing the stream to the engine (progress.c). Setup is
+ * blocking, with deadlines, in the caller's thread; from then on nothing
+ * blocks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -22,7 +25,7 @@ struct uiw_listener {
 };
 
 struct uiw_conn_req {
-	struct uiw_llp *llp;
+	struct uiw_stream *s;
 	struct mpa_params req;
 };
 
@@ -33,22 +36,17 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static socklen_t sa_len(const struct sockaddr *sa)
-{
-	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 static uint8_t clamp8(uint16_t v)
 {
 	return v > 255 ? 255 : (uint8_t)v;
 }
 
-static void fill_addrs(struct uiw_llp *llp, struct uiw_conn_info *info)
+static void fill_addrs(struct uiw_stream *s, struct uiw_conn_info *info)
 {
 	socklen_t l = sizeof(info->local);
-	getsockname(llp->fd, (struct sockaddr *)&info->local, &l);
+	getsockname(uiw_stream_fd(s), (struct sockaddr *)&info->local, &l);
 	l = sizeof(info->peer);
-	getpeername(llp->fd, (struct sockaddr *)&info->peer, &l);
+	getpeername(uiw_stream_fd(s), (struct sockaddr *)&info->peer, &l);
 }
 
 static void fill_pd(struct uiw_conn_info *info, const struct mpa_params *p)
@@ -58,149 +56,123 @@ static void fill_pd(struct uiw_conn_info *info, const struct mpa_params *p)
 	info->private_data_len = (uint8_t)n;
 }
 
-/* Binds the stream to the QP and sets up framing; threads not yet started. */
-static int qp_attach(struct uiw_qp *qp, struct uiw_llp *llp, const struct mpa_negotiated *neg)
+/* Binds the stream to the QP and sets up framing; the engine does not
+ * have it yet. */
+static int qp_attach(struct uiw_qp *qp, struct uiw_stream *s, const struct mpa_negotiated *neg)
 {
-	qp->batch = malloc(sizeof(*qp->batch));
-	if (!qp->batch)
+	if (mpa_conn_init(&qp->mpa, s, neg))
 		return -ENOMEM;
-	mpa_tx_begin(qp->batch);
-	qp->llp = llp;
 	qp->neg = *neg;
-	if (mpa_conn_init(&qp->mpa, llp, neg)) {
-		free(qp->batch);
-		qp->batch = NULL;
-		qp->llp = NULL;
-		return -ENOMEM;
-	}
 	for (int i = 0; i < RDMAP_NUM_QN; i++)
-		qp->tx_msn[i] = qp->rx_msn[i] = 1;
-	qp->rx_send_active = false;
-	qp->rx_write_len = qp->rx_last_write_len = 0;
-	qp->caps = neg->rfc7306 ? UIW_CAP_RFC7306 : 0;
+		qp->tx_msn[i] = 1;
+	uiw_rx_reset(qp);
+	memset(&qp->txm, 0, sizeof(qp->txm));
+	qp->tx_fail = qp->term_queued = qp->term_sent = qp->term_closed = false;
+	qp->term_started = qp->term_in_batch = false;
+	qp->tx_busy = false;
+	atomic_store(&qp->tx_window, 0);
+	qp->want_out = false;
+	qp->close_by_ns = 0;
+	qp->ev_due = 0;
+	atomic_store(&qp->pending, 0);
 	/* RFC 6581 §4: a zero-length Send RTR consumes no receive WR */
 	qp->rx_expect_send_rtr = neg->p2p && !neg->initiator && neg->rtr == MPA_RTR_SEND;
 	pthread_mutex_lock(&qp->lock);
+	qp->stream = s;
+	qp->caps = neg->rfc7306 ? UIW_CAP_RFC7306 : 0;
 	qp->ird = neg->ird > UIW_MAX_IRD ? UIW_MAX_IRD : neg->ird;
 	qp->ord = neg->ord > UIW_MAX_ORD ? UIW_MAX_ORD : neg->ord;
 	qp->tx_gate_open = neg->initiator;
-	qp->rx_seen_first = qp->rx_ended = false;
+	qp->rx_seen_first = qp->rx_ended = qp->aborted = false;
 	qp->terminated = qp->disconnected_reported = false;
+	qp->tx_sq_end = qp->sq_next;
+	qp->tx_irq_end = qp->irq_next;
 	pthread_mutex_unlock(&qp->lock);
 	return 0;
 }
 
 static void qp_detach(struct uiw_qp *qp)
 {
+	pthread_mutex_lock(&qp->lock);
+	qp->stream = NULL;
+	qp->connected = false;
+	qp->phase = CONN_NONE;
+	pthread_mutex_unlock(&qp->lock);
 	mpa_conn_fini(&qp->mpa);
-	free(qp->batch);
-	qp->batch = NULL;
-	qp->llp = NULL;
+}
+
+/* The QP is connected: RTS, and the engine takes the stream. */
+static int qp_start(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	qp->connected = true;
+	qp->phase = CONN_OPEN;
+	if (qp->state != UIW_QPS_ERR)
+		qp->state = UIW_QPS_RTS;
+	pthread_mutex_unlock(&qp->lock);
+	return uiw_engine_attach(qp);
 }
 
 static bool qp_connectable(struct uiw_qp *qp)
 {
 	pthread_mutex_lock(&qp->lock);
-	bool ok = !qp->connected && !qp->threads_started &&
+	bool ok = !qp->connected && !qp->stream &&
 		  (qp->state == UIW_QPS_INIT || qp->state == UIW_QPS_RTR ||
 		   qp->state == UIW_QPS_RTS || qp->state == UIW_QPS_RESET);
 	pthread_mutex_unlock(&qp->lock);
 	return ok;
 }
 
-/* A non-blocking TCP socket for dst's family, bound to src if given.
- * Returns it or -errno. */
-static int tcp_socket(const struct sockaddr *src, const struct sockaddr *dst)
-{
-	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	uiw_config_socket(fd);
-	if (src) {
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, src, sa_len(src)) < 0) {
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-	}
-	return fd;
-}
-
-/* Connects fd to dst within timeout_ms. Returns fd, or -errno after
- * closing it. */
-static int tcp_connect_fd(int fd, const struct sockaddr *dst, int timeout_ms)
-{
-	if (connect(fd, dst, sa_len(dst)) < 0) {
-		if (errno != EINPROGRESS) {
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		int r;
-		do
-			r = poll(&p, 1, timeout_ms);
-		while (r < 0 && errno == EINTR);
-		if (r == 0) {
-			close(fd);
-			return -ETIMEDOUT;
-		}
-		int err = 0;
-		socklen_t l = sizeof(err);
-		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
-		if (err) {
-			close(fd);
-			return -err;
-		}
-	}
-	return fd;
-}
-
-/* How long a refused TCP connect (RST: nothing listens yet) is retried
- * (UIWARP_CONNECT_RETRY_MS, default 250 ms, 0: never) before it is reported
- * as refused. Some programs tell the peer their
- * rdma_cm port before they listen on it (qperf 0.4.11's cm_open_server
- * sends the port, then calls rdma_listen; fixed upstream in qperf commit
- * 118a571 "Fix rdmacm race", in no release yet), and uiwarp's active side
- * connects within a millisecond of learning the port (no ARP, no path
- * query), so its SYN can beat the promised listen(); hardware loses that
- * race only rarely because its address and route resolution take longer.
- * A refusal that persists is still reported (REJECTED), this much later. */
+/* A refused TCP connect is retried (UIWARP_CONNECT_RETRY_MS, default
+ * 250 ms, 0: never) before it is reported as refused. Some programs tell the
+ * peer their rdma_cm port before they listen on it (qperf 0.4.11's
+ * cm_open_server sends the port, then calls rdma_listen; fixed upstream in
+ * qperf commit 118a571 "Fix rdmacm race", in no release yet), and uiwarp's
+ * active side connects within a millisecond of learning the port (no ARP,
+ * no path query), so its SYN can beat the promised listen(); hardware loses
+ * that race only rarely because its address and route resolution take
+ * longer. A refusal that persists is still reported (REJECTED), this much
+ * later. A host whose RNIC listens on a mapped port says so through its port
+ * mapper (iwpmd, UDP 3935): ask first, fall back to the application's port
+ * on reject, no mapper or a short timeout (docs/iwpm.md). The query's time
+ * counts against the connect timeout. */
 static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
 {
+	const struct uiw_config *cfg = uiw_config_get();
 	uint64_t t0 = now_ms();
-	int fd = tcp_socket(src, dst);
-	if (fd < 0)
-		return fd;
-	/* A host whose RNIC listens on a mapped port says so through its port
-	 * mapper (iwpmd, UDP 3935): ask first, fall back to the application's
-	 * port on reject, no mapper or a short timeout (docs/iwpm.md). The
-	 * query's time counts against the connect timeout. */
-	struct sockaddr_storage local, to;
-	socklen_t ll = sizeof(local);
-	bool have_local = getsockname(fd, (struct sockaddr *)&local, &ll) == 0 && src;
-	if (iwpm_query(have_local ? (struct sockaddr *)&local : NULL, dst, -1, &to) > 0)
+	struct sockaddr_storage to;
+	if (iwpm_query(src, dst, -1, &to) > 0)
 		dst = (const struct sockaddr *)&to;
-	unsigned backoff_ms = 1;
-	for (;;) {
-		uint64_t spent = now_ms() - t0;
-		fd = tcp_connect_fd(fd, dst,
-				    spent >= (uint64_t)timeout_ms ? 1 : timeout_ms - (int)spent);
-		if (fd != -ECONNREFUSED)
-			return fd;
-		spent = now_ms() - t0;
-		if (spent + backoff_ms > (uint64_t)uiw_config_get()->connect_retry_ms ||
-		    spent + backoff_ms >= (uint64_t)timeout_ms)
-			return fd;
-		struct timespec nap = {0, (long)backoff_ms * 1000000};
-		nanosleep(&nap, NULL);
-		backoff_ms = backoff_ms >= 32 ? 64 : backoff_ms * 2;
-		fd = tcp_socket(src, dst);
-		if (fd < 0)
-			return fd;
-	}
+	int spent = (int)(now_ms() - t0);
+	int left = spent >= timeout_ms ? 1 : timeout_ms - spent;
+	return uiw_tcp_connect(src, dst, left, cfg->connect_retry_ms, &cfg->tcp);
+}
+
+/* RFC 6581 §8: a reply we cannot use gets a Terminate carrying the MPA
+ * error code (layer LLP) before we close. Best effort, bounded. */
+static void send_setup_terminate(struct uiw_qp *qp, struct uiw_stream *s,
+				 const struct mpa_params *reply, bool markers, uint8_t code)
+{
+	struct mpa_negotiated tn = {.rev = reply->rev,
+				    .crc = reply->crc,
+				    .markers_tx = reply->markers && markers,
+				    .initiator = true};
+	struct mpa_conn c;
+	if (mpa_conn_init(&c, s, &tn))
+		return;
+	uint8_t payload[4] = {RDMAP_LAYER_LLP << 4, code, 0, 0};
+	struct iovec v = {.iov_base = payload, .iov_len = sizeof(payload)};
+	struct ddp_msg m = {.ulp_ctrl = RDMAP_VERSION << RDMAP_VERSION_SHIFT | RDMAP_TERMINATE,
+			    .qn = DDP_QN_TERMINATE,
+			    .msn = 1,
+			    .iov = &v,
+			    .niov = 1,
+			    .len = sizeof(payload)};
+	struct ddp_txpos pos = {0};
+	if (ddp_tx_message(&c, &m, &pos) == 1)
+		(void)mpa_tx_push_wait(&c, 2000);
+	mpa_conn_fini(&c);
+	(void)qp;
 }
 
 int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sockaddr *dst,
@@ -219,8 +191,8 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 	int fd = tcp_connect(src, dst, timeout_ms >= 0 ? timeout_ms : cfg->connect_timeout_ms);
 	if (fd < 0)
 		return fd;
-	struct uiw_llp *llp = uiw_llp_tcp_wrap(fd);
-	if (!llp) {
+	struct uiw_stream *s = uiw_stream_tcp(fd);
+	if (!s) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -231,35 +203,25 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		ord = UIW_MAX_ORD;
 	struct mpa_params *reply = calloc(1, sizeof(*reply));
 	if (!reply) {
-		llp->ops->destroy(llp);
+		s->ops->destroy(s);
 		return -ENOMEM;
 	}
 	struct mpa_negotiated neg;
 	uint8_t term = 0;
-	int rc = mpa_initiate(llp, &mc, ird, ord, param->private_data, param->private_data_len,
-			      reply, &neg, &term);
+	int rc = mpa_initiate(s, &mc, ird, ord, param->private_data, param->private_data_len, reply,
+			      &neg, &term);
 	if (info) {
 		memset(info, 0, sizeof(*info));
 		fill_pd(info, reply);
-		fill_addrs(llp, info);
+		fill_addrs(s, info);
 	}
 	if (rc == -ECONNREFUSED && rejected)
 		*rejected = true;
-	if (rc == -EPROTO && term) {
-		/* RFC 6581 §8: tell the peer why, then close */
-		struct mpa_negotiated tn = {.rev = reply->rev,
-					    .crc = reply->crc,
-					    .markers_tx = reply->markers && mc.markers,
-					    .initiator = true};
-		if (qp_attach(qp, llp, &tn) == 0) {
-			uint8_t payload[4] = {RDMAP_LAYER_LLP << 4, term, 0, 0};
-			uiw_tx_send_terminate(qp, payload, sizeof(payload));
-			qp_detach(qp);
-		}
-	}
+	if (rc == -EPROTO && term)
+		send_setup_terminate(qp, s, reply, mc.markers, term);
 	if (rc) {
 		free(reply);
-		llp->ops->destroy(llp);
+		s->ops->destroy(s);
 		return rc;
 	}
 	if (info) {
@@ -267,22 +229,20 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		info->initiator_depth = clamp8(reply->ird);
 	}
 	free(reply);
-	rc = qp_attach(qp, llp, &neg);
+	rc = qp_attach(qp, s, &neg);
 	if (rc) {
-		llp->ops->destroy(llp);
+		s->ops->destroy(s);
 		return rc;
 	}
 	/* RFC 6581 §4: the RTR is the first FPDU, before any ULP data */
 	if (neg.p2p && neg.rtr)
 		rc = uiw_tx_send_rtr(qp, neg.rtr);
 	if (!rc)
-		rc = uiw_qp_start(qp);
+		rc = qp_start(qp);
 	if (rc) {
+		uiw_engine_detach(qp);
 		qp_detach(qp);
-		llp->ops->destroy(llp);
-		pthread_mutex_lock(&qp->lock);
-		qp->connected = false;
-		pthread_mutex_unlock(&qp->lock);
+		s->ops->destroy(s);
 		return rc;
 	}
 	return 0;
@@ -293,21 +253,13 @@ int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **o
 	struct uiw_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	l->fd = uiw_tcp_listen(addr, backlog, false, &uiw_config_get()->tcp);
 	if (l->fd < 0) {
-		int e = errno;
+		int e = -l->fd;
 		free(l);
 		return -e;
 	}
-	int one = 1;
-	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	uiw_config_socket(l->fd);
-	if (addr->sa_family == AF_INET6) {
-		int zero = 0;
-		setsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-	}
-	if (bind(l->fd, addr, sa_len(addr)) < 0 || listen(l->fd, backlog > 0 ? backlog : 64) < 0 ||
-	    pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (pipe2(l->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		int e = errno;
 		close(l->fd);
 		free(l);
@@ -388,36 +340,36 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 		int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		uiw_config_socket(fd);
-		struct uiw_llp *llp = uiw_llp_tcp_wrap(fd);
-		if (!llp) {
+		uiw_tcp_apply_opts(fd, &cfg->tcp);
+		struct uiw_stream *s = uiw_stream_tcp(fd);
+		if (!s) {
 			close(fd);
 			continue;
 		}
 		struct uiw_conn_req *cr = calloc(1, sizeof(*cr));
 		if (!cr) {
-			llp->ops->destroy(llp);
+			s->ops->destroy(s);
 			continue;
 		}
 		/* RFC 5044 §7.1.2: a peer that never sends a valid request is
 		 * dropped after the MPA timeout */
-		if (mpa_recv_request(llp, cfg->mpa.timeout_ms, &cr->req) != 0) {
-			llp->ops->destroy(llp);
+		if (mpa_recv_request(s, cfg->mpa.timeout_ms, &cr->req) != 0) {
+			s->ops->destroy(s);
 			free(cr);
 			continue;
 		}
 		if (cr->req.markers && !cfg->mpa.markers) {
 			/* markers are not supported: reject (as siw does) */
-			mpa_send_reject(llp, &cr->req, NULL, 0);
-			llp->ops->destroy(llp);
+			mpa_send_reject(s, &cr->req, NULL, 0);
+			s->ops->destroy(s);
 			free(cr);
 			continue;
 		}
-		cr->llp = llp;
+		cr->s = s;
 		if (info) {
 			memset(info, 0, sizeof(*info));
 			fill_pd(info, &cr->req);
-			fill_addrs(llp, info);
+			fill_addrs(s, info);
 			/* seen from our side: the peer's ORD is what we must serve */
 			info->responder_resources = clamp8(cr->req.ord);
 			info->initiator_depth = clamp8(cr->req.ird);
@@ -451,7 +403,7 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	       int timeout_ms)
 {
 	const struct uiw_config *cfg = uiw_config_get();
-	struct uiw_llp *llp = req->llp;
+	struct uiw_stream *s = req->s;
 	int rc = -EINVAL;
 	if (param->private_data_len > UIW_MAX_PRIVATE_DATA || !qp_connectable(qp))
 		goto fail;
@@ -461,15 +413,16 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	if (ord > UIW_MAX_ORD)
 		ord = UIW_MAX_ORD;
 	struct mpa_negotiated neg;
-	rc = mpa_send_accept(llp, &cfg->mpa, &req->req, ird, ord, param->private_data,
+	rc = mpa_send_accept(s, &cfg->mpa, &req->req, ird, ord, param->private_data,
 			     param->private_data_len, &neg);
 	if (rc)
 		goto fail;
-	rc = qp_attach(qp, llp, &neg);
+	rc = qp_attach(qp, s, &neg);
 	if (rc)
 		goto fail;
-	rc = uiw_qp_start(qp);
+	rc = qp_start(qp);
 	if (rc) {
+		uiw_engine_detach(qp);
 		qp_detach(qp);
 		goto fail;
 	}
@@ -503,18 +456,17 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	}
 	return 0;
 fail:
-	llp->ops->destroy(llp);
+	s->ops->destroy(s);
 	free(req);
 	return rc;
 }
 
 int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len)
 {
-	int rc = len > UIW_MAX_PRIVATE_DATA
-		     ? -EINVAL
-		     : mpa_send_reject(req->llp, &req->req, private_data, len);
-	req->llp->ops->shutdown_send(req->llp);
-	req->llp->ops->destroy(req->llp);
+	int rc = len > UIW_MAX_PRIVATE_DATA ? -EINVAL
+					    : mpa_send_reject(req->s, &req->req, private_data, len);
+	req->s->ops->shutdown_send(req->s);
+	req->s->ops->destroy(req->s);
 	free(req);
 	return rc;
 }

@@ -14,11 +14,11 @@
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
  * | UIWARP_MPA_MARKERS    | 0       | 0 no markers (reject a peer's M), 1 honour a   |
  * |                       |         | peer's M, 2 also ask for markers (RFC 5044 §5)  |
- * | UIWARP_RX_SPIN_US     | 0       | receive threads busy-poll this long (µs) before |
- * |                       |         | sleeping: lower latency, one core busy per QP   |
+ * | UIWARP_MPA_LARGE_FPDU | 1       | announce and use FPDUs above the EMSS with a    |
+ * |                       |         | peer that announces them (siw's GSO bit)        |
+ * | UIWARP_SPIN_US        | 0       | the engine thread busy-polls this long (µs)     |
+ * |                       |         | before sleeping (also UIWARP_RX_SPIN_US)        |
  */
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -67,29 +67,20 @@ static void config_load(void)
 	long mk = env_long("UIWARP_MPA_MARKERS", 0);
 	cfg.mpa.markers = mk >= 1;
 	cfg.mpa.want_markers = mk >= 2;
-	long spin = env_long("UIWARP_RX_SPIN_US", 0);
-	cfg.rx_spin_us = spin > 0 && spin <= 10000000 ? (int)spin : 0;
+	cfg.mpa.large_fpdu = env_long("UIWARP_MPA_LARGE_FPDU", cfg.mpa.large_fpdu) != 0;
+	long spin = env_long("UIWARP_SPIN_US", env_long("UIWARP_RX_SPIN_US", 0));
+	cfg.spin_us = spin > 0 && spin <= 10000000 ? (int)spin : 0;
 	long mss = env_long("UIWARP_TCP_MAXSEG", 0);
-	cfg.tcp_maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
+	cfg.tcp.maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");
-	if (cc && strlen(cc) < sizeof(cfg.tcp_cc))
-		strcpy(cfg.tcp_cc, cc);
+	if (cc && strlen(cc) < sizeof(cfg.tcp.cc))
+		strcpy(cfg.tcp.cc, cc);
 }
 
 const struct uiw_config *uiw_config_get(void)
 {
 	pthread_once(&once, config_load);
 	return &cfg;
-}
-
-void uiw_config_socket(int fd)
-{
-	const struct uiw_config *c = uiw_config_get();
-	if (c->tcp_maxseg)
-		setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &c->tcp_maxseg, sizeof(c->tcp_maxseg));
-	if (c->tcp_cc[0])
-		setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc,
-			   (socklen_t)strlen(c->tcp_cc));
 }
 
 bool uiw_rfc7306_enabled(void)

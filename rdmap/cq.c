@@ -1,10 +1,24 @@
 /* Completion queues: a ring of CQEs under one mutex (one lock per CQE, not
- * per FPDU), with verbs req_notify semantics. */
+ * per FPDU), with verbs req_notify semantics, and the QPs whose progress a
+ * thread polling the CQ drives (docs/design.md, "Threads and progress").
+ *
+ * A poll that finds fewer CQEs than asked for first makes progress on the
+ * CQ's QPs in the calling thread: it reads what their streams hold,
+ * places it and completes it, and sends what is queued, so a thread that
+ * polls needs no other thread to wake up for its completions. With more
+ * than CQ_SCAN_MAX QPs, an epoll set of their streams says which ones have
+ * bytes, so a poll costs one syscall, not one per QP.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "rdmap/internal.h"
+
+/* Up to this many QPs a poller tries each QP's stream in turn. */
+#define CQ_SCAN_MAX 4
 
 struct uiw_cq {
 	pthread_mutex_t lock;
@@ -14,6 +28,12 @@ struct uiw_cq {
 	uiw_cq_notify_fn fn;
 	void *ctx;
 	atomic_int users; /* QPs */
+	/* the QPs a poller drives (qps_lock: pollers read, create/destroy write) */
+	pthread_rwlock_t qps_lock;
+	struct uiw_qp **qps;
+	int nqps, cap;
+	unsigned rr; /* where the next scan starts */
+	int epfd;    /* their streams (read when nqps > CQ_SCAN_MAX) */
 };
 
 int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out)
@@ -31,7 +51,15 @@ int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq 
 	cq->size = depth;
 	cq->fn = fn;
 	cq->ctx = ctx;
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->epfd < 0) {
+		int e = errno;
+		free(cq->ring);
+		free(cq);
+		return -e;
+	}
 	pthread_mutex_init(&cq->lock, NULL);
+	pthread_rwlock_init(&cq->qps_lock, NULL);
 	*out = cq;
 	return 0;
 }
@@ -41,6 +69,10 @@ int uiw_cq_destroy(struct uiw_cq *cq)
 	if (atomic_load(&cq->users) > 0)
 		return -EBUSY;
 	pthread_mutex_destroy(&cq->lock);
+	pthread_rwlock_destroy(&cq->qps_lock);
+	if (cq->epfd >= 0)
+		close(cq->epfd);
+	free(cq->qps);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -51,7 +83,71 @@ void uiw_cq_use(struct uiw_cq *cq, int delta)
 	atomic_fetch_add(&cq->users, delta);
 }
 
-int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
+/* See rdmap/internal.h. */
+int uiw_cq_attach_qp(struct uiw_cq *cq, struct uiw_qp *qp)
+{
+	pthread_rwlock_wrlock(&cq->qps_lock);
+	if (cq->nqps == cq->cap) {
+		int ncap = cq->cap ? 2 * cq->cap : 4;
+		struct uiw_qp **n = realloc(cq->qps, (size_t)ncap * sizeof(*n));
+		if (!n) {
+			pthread_rwlock_unlock(&cq->qps_lock);
+			return -ENOMEM;
+		}
+		cq->qps = n;
+		cq->cap = ncap;
+	}
+	cq->qps[cq->nqps++] = qp;
+	pthread_rwlock_unlock(&cq->qps_lock);
+	return 0;
+}
+
+/* See rdmap/internal.h. */
+void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp)
+{
+	pthread_rwlock_wrlock(&cq->qps_lock);
+	for (int i = 0; i < cq->nqps; i++) {
+		if (cq->qps[i] == qp) {
+			cq->qps[i] = cq->qps[--cq->nqps];
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&cq->qps_lock);
+}
+
+/* See rdmap/internal.h. Callable from a poller of cq (no lock taken): a
+ * poller may still hold the QP from an epoll_wait that began before the
+ * removal, so a QP is freed only after uiw_cq_detach_qp, which waits for
+ * the pollers inside. */
+void uiw_cq_watch_stream(struct uiw_cq *cq, struct uiw_qp *qp, int fd, bool on)
+{
+	if (cq->epfd >= 0 && fd >= 0) {
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = qp};
+		(void)epoll_ctl(cq->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev);
+	}
+}
+
+/* Makes progress on the CQ's QPs in the calling thread (see the top). */
+static void cq_progress(struct uiw_cq *cq)
+{
+	pthread_rwlock_rdlock(&cq->qps_lock);
+	int n = cq->nqps;
+	if (n > 0 && n <= CQ_SCAN_MAX) {
+		unsigned start = __atomic_fetch_add(&cq->rr, 1, __ATOMIC_RELAXED);
+		for (int i = 0; i < n; i++)
+			uiw_progress(cq->qps[(start + (unsigned)i) % (unsigned)n],
+				     PROG_RX | PROG_TX, ROLE_POLLER);
+	} else if (n > 0) {
+		struct epoll_event ev[16];
+		int k = epoll_wait(cq->epfd, ev, 16, 0);
+		for (int i = 0; i < k; i++)
+			uiw_progress(ev[i].data.ptr, PROG_RX | PROG_TX, ROLE_POLLER);
+	}
+	pthread_rwlock_unlock(&cq->qps_lock);
+}
+
+/* Moves up to n CQEs to wc[]. */
+static int cq_pop(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 {
 	int k = 0;
 	pthread_mutex_lock(&cq->lock);
@@ -70,6 +166,18 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	return k;
 }
 
+int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
+{
+	if (n <= 0)
+		return 0;
+	int k = cq_pop(cq, n, wc);
+	if (k < n) {
+		cq_progress(cq);
+		k += cq_pop(cq, n - k, wc + k);
+	}
+	return k;
+}
+
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 {
 	pthread_mutex_lock(&cq->lock);
@@ -83,6 +191,14 @@ int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 	if (fire)
 		cq->fn(cq, cq->ctx);
 	return 0;
+}
+
+uint32_t uiw_cq_count(struct uiw_cq *cq)
+{
+	pthread_mutex_lock(&cq->lock);
+	uint32_t n = cq->count;
+	pthread_mutex_unlock(&cq->lock);
+	return n;
 }
 
 bool uiw_cq_overflowed(struct uiw_cq *cq)

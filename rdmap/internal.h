@@ -1,4 +1,18 @@
-/* Engine internals shared by the rdmap/ sources. Not a public header. */
+/* Engine internals shared by the rdmap/ sources. Not a public header.
+ *
+ * Who touches what (docs/design.md, "Threads and progress"):
+ *  - qp->lock guards the QP's state, the posting ends of its rings, the
+ *    ORQ/IRQ indices, the close reason and the event callback; it is held
+ *    for short, non-blocking stretches only.
+ *  - qp->rx_lock and qp->tx_lock, the progress locks, are each held by one
+ *    thread at a time: the one that reads the QP's stream (placement,
+ *    completions of what arrives) and the one that writes it (WRs, Read and
+ *    Atomic Responses, a Terminate). Any thread may take either: a thread
+ *    that posts, a thread that polls one of the QP's CQs, or the engine
+ *    thread (progress.c). Only the holder touches its half of the stream
+ *    and of the MPA/DDP state. A thread that finds a lock taken leaves its
+ *    request in qp->pending; the holder takes it on before letting go.
+ */
 #ifndef UIWARP_RDMAP_INTERNAL_H
 #define UIWARP_RDMAP_INTERNAL_H
 
@@ -11,6 +25,7 @@
 #include "mpa/mpa.h"
 #include "rdmap/rdmap.h"
 #include "rdmap/rdmap_wire.h"
+#include "stream/stream.h"
 
 /* The STag reserved for RTR frames (never given to an MR). */
 #define UIW_RTR_STAG 1u
@@ -19,14 +34,11 @@
 
 struct uiw_config {
 	struct mpa_config mpa;
+	struct uiw_tcp_opts tcp;
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
-	int tcp_maxseg;	 /* TCP_MAXSEG to set, 0 for the path's */
-	int rx_spin_us;	 /* busy-poll the stream this long (us) before blocking */
-	char tcp_cc[16]; /* TCP congestion control to set, "" for the system's */
+	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
 };
-/* Applies the configured socket options (congestion control) to a TCP socket. */
-void uiw_config_socket(int fd);
 const struct uiw_config *uiw_config_get(void);
 
 /* ---------------------------------------------------------------- mem.c */
@@ -56,6 +68,16 @@ bool uiw_mem_remote_inv(struct uiw_pd *pd, uint32_t stag);
 struct uiw_mr_int *uiw_mr_get(uint32_t stag);
 void uiw_mr_put(struct uiw_mr_int *mr);
 
+/* The one validation of an STag use (RFC 5041 §7.2, RFC 5040 §7.3): mr (a
+ * referenced lookup of the STag, may be NULL) used by a stream of pd for
+ * len bytes at tagged offset to, with access (UIW_ACCESS_* bits, all
+ * needed; 0 for none; UIW_ACCESS_ANY: at least one). Checks, in this
+ * order: known and valid, same PD, access, TO wrap, base and bounds. On
+ * DDP_STAG_OK *ptr is the local address of to. */
+#define UIW_ACCESS_ANY (~0u)
+enum ddp_stag_result uiw_stag_check(const struct uiw_mr_int *mr, const struct uiw_pd *pd,
+				    uint64_t to, uint64_t len, unsigned access, void **ptr);
+
 /* Resolves an SGE against a PD: local pointer, or NULL with *err set to the
  * WC status (LOC_PROT_ERR unknown lkey / wrong PD / out of bounds,
  * LOC_ACCESS_ERR missing LOCAL_WRITE when need_write). */
@@ -69,10 +91,17 @@ bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited);
 /* Drops the send CQEs of qp still queued in cq (the QP is being destroyed:
  * nothing may point at it any more). */
 void uiw_cq_purge_qp(struct uiw_cq *cq, struct uiw_qp *qp);
+/* Adds qp to / removes it from the QPs a poller of cq drives (create,
+ * destroy); remove waits for a poller inside. 0 or -ENOMEM. */
+int uiw_cq_attach_qp(struct uiw_cq *cq, struct uiw_qp *qp);
+void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp);
+/* Adds (on) or removes a connected QP's stream descriptor to / from the
+ * set a poller of cq waits on. */
+void uiw_cq_watch_stream(struct uiw_cq *cq, struct uiw_qp *qp, int fd, bool on);
 /* Counts QPs using a CQ (uiw_cq_destroy refuses while > 0). */
 void uiw_cq_use(struct uiw_cq *cq, int delta);
 
-/* ----------------------------------------------------------------- qp.c */
+/* ----------------------------------------------------------------- wq.c */
 
 enum sq_wqe_state { WQE_QUEUED, WQE_SENT, WQE_DONE };
 
@@ -108,9 +137,10 @@ struct irq_entry {
 	uint32_t size;
 	struct uiw_mr_int *src; /* referenced; NULL for a zero-length read */
 	void *src_ptr;
+	struct iovec v; /* the response's payload, while it is being sent */
 };
 
-/* An outbound RDMA Read waiting for its Read Response. */
+/* An outbound RDMA Read (or Atomic) waiting for its response. */
 struct orq_entry {
 	bool atomic;	 /* RFC 7306 Atomic Request: response on QN 3 */
 	uint32_t req_id; /* atomics: Request Identifier */
@@ -133,6 +163,93 @@ struct uiw_srq {
 	void *limit_ctx;
 };
 
+/* Fills a receive WQE from a receive WR, resolving its SGEs against pd.
+ * Returns UIW_WC_SUCCESS or the status of the first bad SGE. */
+enum uiw_wc_status uiw_rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
+				   const struct uiw_recv_wr *wr);
+/* Takes the next receive WQE (the QP's RQ or its SRQ) into qp->rx_cur.
+ * False when none is posted. qp->lock held. */
+bool uiw_rq_take(struct uiw_qp *qp);
+/* Pushes a receive completion for qp->rx_cur and releases it. qp->lock held. */
+void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited);
+/* Retires completed SQ WQEs from the head, posting CQEs. qp->lock held. */
+void uiw_sq_reap(struct uiw_qp *qp);
+/* Pushes a flush CQE for a send WR posted while the QP is in ERR. */
+void uiw_sq_flush_posted(struct uiw_qp *qp, const struct uiw_send_wr *wr);
+/* Moves the QP to ERR: flushes every outstanding WR. qp->lock held. */
+void uiw_qp_flush_locked(struct uiw_qp *qp);
+/* Releases the IRQ entries' MR references and empties it. qp->lock held. */
+void uiw_irq_clear(struct uiw_qp *qp);
+
+/* ----------------------------------------------------------- progress.c */
+
+/* Work a thread asks of the progress lock's holder (qp->pending). */
+enum {
+	PROG_RX = 1,	/* the stream may have bytes */
+	PROG_TX = 2,	/* there may be something to send, or room to send it */
+	PROG_TIMER = 4, /* a deadline of the QP passed */
+};
+
+/* Who calls uiw_progress (what it may take on). */
+enum prog_role {
+	ROLE_POSTER, /* a thread posting WRs: sends, receives only if asked to */
+	ROLE_POLLER, /* a thread polling a CQ of the QP */
+	ROLE_ENGINE, /* the engine thread */
+};
+
+/* The process's engine: one thread waiting in epoll on the streams of
+ * connected QPs that nobody else is driving, plus their deadlines. */
+struct uiw_engine;
+
+/* Drives qp's stream for the work in what (PROG_* bits), now, in the
+ * calling thread if the progress locks are free; otherwise leaves the work
+ * to their holders. Never blocks on the stream. */
+void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role);
+/* Hands qp's stream (non-blocking, framing set up) to the engine; from now
+ * on it makes progress. Starts the engine thread on first use. 0 or
+ * -errno (-EAGAIN: no thread could be started). */
+int uiw_engine_attach(struct uiw_qp *qp);
+/* Takes qp away from the engine: when it returns, the engine thread no
+ * longer looks at qp (callable from any thread, the engine's included). */
+void uiw_engine_detach(struct uiw_qp *qp);
+/* Asks the engine thread to run progress on qp soon (what: PROG_*). */
+void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
+/* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
+ * deadline; when it passes, the engine runs PROG_TIMER progress. */
+void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t uiw_now_ns(void);
+
+/* ----------------------------------------------------------------- qp.c */
+
+/* The connection's phase (progress-lock holder). */
+enum conn_phase {
+	CONN_NONE,    /* no stream */
+	CONN_OPEN,    /* receiving */
+	CONN_CLOSING, /* receiving ended: finishing what may still go out */
+	CONN_CLOSED,  /* done: events reported, engine detached */
+};
+
+/* Receive state machine (rx.c). */
+enum rx_state {
+	RX_HDR,	   /* waiting for the next segment's header */
+	RX_PLACE,  /* placing the current segment's payload */
+	RX_FINISH, /* placed and checked: completing it (may wait for the send side) */
+	RX_DRAIN,  /* after a Terminate: reading and dropping */
+	RX_DONE,   /* the stream is finished with */
+};
+
+/* The message the send side is cutting into segments (tx.c). */
+enum txm_kind { TXM_NONE, TXM_SQ, TXM_IRQ, TXM_TERM };
+struct txm {
+	enum txm_kind kind;
+	uint32_t idx; /* SQ or IRQ index */
+	int phase;    /* Write with Immediate: 0 the Write, 1 the Immediate Data */
+	struct ddp_msg m;
+	struct ddp_txpos pos;
+	struct iovec v; /* a single-piece payload */
+};
+
 struct uiw_qp {
 	uint32_t qpn;
 	struct uiw_pd *pd;
@@ -143,20 +260,19 @@ struct uiw_qp {
 	bool sq_sig_all;
 	uint32_t max_inline, max_send_sge, max_recv_sge;
 
-	pthread_mutex_t lock; /* state, queues */
-	pthread_cond_t cond;  /* tx work, rtr seen, threads done */
+	pthread_mutex_t lock; /* see the top of this file */
+	pthread_cond_t cond;  /* the RTR seen, the connection closed */
 	enum uiw_qp_state state;
-	bool connected, closing, tx_gate_open, rx_seen_first, tx_stop;
+	bool connected, closing, tx_gate_open, rx_seen_first;
 	bool terminated, disconnected_reported;
-	bool rx_ended;	  /* the receive thread has finished */
-	bool tx_kick;	  /* work queued for whoever holds tx_lock */
-	bool tx_wake;	  /* work for the tx thread (Read Responses, unstalled SQ) */
-	bool local_fatal; /* a send WR failed locally: the rx thread reports
-			   * UIW_QP_EV_FATAL before DISCONNECTED */
+	bool rx_ended;	  /* the connection is closed (events reported) */
+	bool local_fatal; /* a send WR failed locally: UIW_QP_EV_FATAL before DISCONNECTED */
+	bool fin_sent;	  /* SQD: our FIN went out after the queued work */
 	uiw_qp_event_fn ev_fn;
 	void *ev_ctx;
 
-	/* send queue ring: [sq_head, sq_next) sent but not retired, [sq_next, sq_tail) queued */
+	/* send queue ring: [sq_head, sq_next) handed to the send side but not
+	 * retired, [sq_next, sq_tail) queued */
 	struct sq_wqe *sq;
 	uint32_t sq_size, sq_head, sq_next, sq_tail;
 	uint32_t sq_uncredited; /* retired WQEs no send CQE has covered yet */
@@ -164,75 +280,111 @@ struct uiw_qp {
 	/* receive queue ring */
 	struct rq_wqe *rq;
 	uint32_t rq_size, rq_head, rq_tail;
-	/* ORQ / IRQ rings */
+	/* ORQ: our Reads / Atomics waiting for their responses */
 	struct orq_entry *orq;
 	uint32_t orq_size, orq_head, orq_tail;
+	/* IRQ: [irq_head, irq_next) responses being sent, [irq_next,
+	 * irq_tail) queued; all of them count against IRD until handed to the
+	 * stream in full (RFC 5040 §6.5) */
 	struct irq_entry *irq;
-	uint32_t irq_size, irq_head, irq_tail;
-	/* IRQ entries taken off the ring by the send side whose responses are
-	 * not yet handed to the stream in full: they still count against IRD
-	 * (RFC 5040 §6.5: a Read is outstanding until its Response is sent) */
-	uint32_t irq_busy;
+	uint32_t irq_size, irq_head, irq_next, irq_tail;
 	uint16_t ird, ord; /* negotiated */
 
-	/* connection */
-	struct uiw_llp *llp;
+	/* connection (progress-lock holder only, unless said) */
+	struct uiw_stream *stream; /* set while attached; qp->lock to change */
 	struct mpa_conn mpa;
 	struct mpa_negotiated neg;
-	pthread_mutex_t tx_lock; /* serialises the stream's send side */
-	struct mpa_txbatch *batch;
+	pthread_mutex_t rx_lock, tx_lock;
+	atomic_uint pending;   /* PROG_* for the holders */
+	atomic_int tx_window;  /* a batch is going out and its completions are not yet pushed */
+	enum conn_phase phase; /* rx side; qp->lock to read from outside */
+	uint64_t close_by_ns;  /* CONN_CLOSING: give up waiting at this time */
+	bool tx_busy;	       /* the send batch holds unsent bytes (qp->lock) */
+	atomic_bool want_out;  /* the stream took only part: push again on POLLOUT */
+	atomic_bool out_ready; /* the engine saw POLLOUT since */
+	bool aborted;	       /* the stream was aborted (qp->lock) */
+	bool detached;	       /* the engine let go of it */
+	/* engine bookkeeping (progress.c, under the engine's lock) */
+	struct uiw_engine *eng;
+	struct uiw_qp *kick_next;
+	bool kicked, registered;
+	unsigned kick_what;
+	uint64_t deadline_ns;
+	int dl_index; /* in the engine's deadline list, -1 if none */
+	/* reported events waiting for rx_lock to be let go (rx side) */
+	unsigned ev_due;
+
+	/* send side */
 	uint32_t tx_msn[RDMAP_NUM_QN]; /* next MSN per QN, starts at 1 */
 	uint32_t tx_atomic_id;	       /* next Atomic Request Identifier */
-	pthread_t rx_thread, tx_thread;
-	bool threads_started;
+	struct txm txm;		       /* the message being segmented */
+	uint32_t tx_sq_end;  /* SQ WQEs below this index have all their segments in the batch */
+	uint32_t tx_irq_end; /* likewise for IRQ responses */
+	bool tx_fail;	     /* a WQE failed locally: end the connection after the batch */
+	bool term_queued;    /* a Terminate waits to be sent */
+	bool term_started;   /* tx side: it is being cut into the batch */
+	bool term_in_batch;  /* tx side: all of it is in the batch */
+	bool term_sent;	     /* ... and went out (qp->lock) */
+	bool term_closed;    /* rx side: the stream was aborted after it */
+	uint8_t term_payload[RDMAP_TERM_MAX_PAYLOAD];
+	uint32_t term_len;
+	uint8_t rtr_body[sizeof(struct rdmap_read_req)];
 
-	/* receive side (rx thread only) */
-	uint32_t rx_msn[RDMAP_NUM_QN]; /* expected MSN per QN */
-	uint64_t rx_send_got;	       /* bytes of the current Send message */
-	bool rx_send_active;	       /* rx_cur taken (qp->lock to change) */
-	struct rq_wqe rx_cur;	       /* receive WQE of the current Send */
-	uint64_t rx_write_len;	       /* bytes of the RDMA Write in progress */
-	uint64_t rx_last_write_len;    /* length of the last complete Write */
-	bool rx_expect_send_rtr;       /* responder: first FPDU is a zero-length Send RTR */
-	struct uiw_mr_int *rx_mr;      /* cached MR of the last tagged segment */
+	/* receive side */
+	enum rx_state rx_state;
+	struct ddp_rx_seg rx_seg;  /* the segment being received */
+	struct ddp_place rx_place; /* where its payload goes */
+	const void *rx_op;	   /* its opcode's row (rx.c) */
+	struct ddp_queue rxq[RDMAP_NUM_QN];
+	bool rx_send_active;	    /* rx_cur taken (qp->lock to change) */
+	struct rq_wqe rx_cur;	    /* receive WQE of the current Send */
+	uint64_t rx_write_len;	    /* bytes of the RDMA Write in progress */
+	uint64_t rx_last_write_len; /* length of the last complete Write */
+	bool rx_expect_send_rtr;    /* responder: first FPDU is a zero-length Send RTR */
+	struct uiw_mr_int *rx_mr;   /* cached MR of the last tagged segment */
+	uint8_t rx_body[RDMAP_TERM_MAX_PAYLOAD + 64]; /* a control message's body */
+	uint64_t rx_drain_end; /* RX_DRAIN: stop reading at this time (0: not yet set) */
+	uint64_t rx_stall_end; /* RX_FINISH waiting for IRD room: give up then */
 
 	struct uiw_term_info term;	    /* qp->lock */
 	enum uiw_close_reason close_reason; /* qp->lock; the first one wins */
 	struct uiw_qp_stats stats;
 };
 
-/* Takes the next receive WQE (the QP's RQ or its SRQ) into qp->rx_cur.
- * False when none is posted. qp->lock held. */
-bool uiw_rq_take(struct uiw_qp *qp);
-/* Pushes a receive completion for qp->rx_cur and releases it. qp->lock held. */
-void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited);
-
-/* Retires completed SQ WQEs from the head, posting CQEs. qp->lock held. */
-void uiw_sq_reap(struct uiw_qp *qp);
-/* Moves the QP to ERR: flushes every outstanding WR. qp->lock held. */
-void uiw_qp_flush_locked(struct uiw_qp *qp);
 /* Records why the stream ended, unless a reason is recorded. qp->lock held. */
 void uiw_qp_set_close_reason(struct uiw_qp *qp, enum uiw_close_reason why);
-/* Reports a connection event once (no lock held). */
+/* Queues a connection event; it is reported once rx_lock is let go
+ * (progress.c). rx_lock holder. */
+void uiw_qp_event_due(struct uiw_qp *qp, enum uiw_qp_event ev);
+/* Reports a connection event now (no lock held); DISCONNECTED once. */
 void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev);
-/* Starts the rx and tx threads of a connected QP. */
-int uiw_qp_start(struct uiw_qp *qp);
 
 /* ----------------------------------------------------------------- tx.c */
 
-/* Sends queued SQ work and Read Responses while the send side is free.
- * Called by posting threads and the tx thread. */
-void uiw_tx_progress(struct uiw_qp *qp);
-void *uiw_tx_thread(void *arg);
-/* Sends the RTR of an initiator (RFC 6581 §4). tx_lock not held. */
+/* Sends what the send side has (queued WRs, Read and Atomic Responses, a
+ * Terminate, the SQD FIN) until the stream is full or nothing is left.
+ * tx_lock holder. Returns 0, or -errno when the stream failed (the caller
+ * ends the connection). */
+int uiw_tx_run(struct uiw_qp *qp);
+/* Sends the RTR of an initiator (RFC 6581 §4) before the engine takes the
+ * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);
-/* Sends a Terminate carrying payload (best effort: -EBUSY if the send side
- * stays busy for 2 s). */
-int uiw_tx_send_terminate(struct uiw_qp *qp, const void *payload, size_t len);
 
 /* ----------------------------------------------------------------- rx.c */
 
-void *uiw_rx_thread(void *arg);
+/* Runs the receive state machine: reads, validates and places segments and
+ * completes messages until the stream has nothing more now (-EAGAIN),
+ * budget bytes were taken (-EAGAIN too; PROG_RX is set again), or the
+ * receiving is over (0; qp->rx_state is RX_DONE). rx_lock holder. */
+int uiw_rx_run(struct uiw_qp *qp, size_t budget);
+/* Resets the receive state for a new connection. */
+void uiw_rx_reset(struct uiw_qp *qp);
+/* Waits until no batch of ours is between "in the stream" and "its
+ * completions pushed": then a completion the receive side pushes is never
+ * ahead of the completion of what it may answer (RFC 5040 gives no order
+ * across the two directions; RNICs and the verbs users give this one).
+ * Bounded: the send side never blocks inside that window. */
+void uiw_rx_wait_tx_window(struct uiw_qp *qp);
 
 /* ---------------------------------------------------------- terminate.c */
 
@@ -245,9 +397,14 @@ struct uiw_term {
 	struct rdmap_read_req rreq; /* wire order */
 };
 
-/* The one Terminate path: sends the Terminate (best effort), closes the
- * stream, moves the QP to ERR and flushes, reports UIW_QP_EV_TERMINATE.
- * Called from the rx thread. */
+/* The one Terminate path (RFC 5040 §4.8, §6.3): records the error, moves
+ * the QP to ERR (outstanding WRs flush), queues the Terminate message for
+ * the send side, and switches the receive side to draining. The close
+ * completes in progress (tx sends it, then FIN; rx reads and drops what the
+ * peer still sends for a bounded time; then UIW_QP_EV_TERMINATE and
+ * DISCONNECTED). rx_lock holder. */
 void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t);
+/* Builds a Terminate's payload; returns its length in bytes. */
+size_t uiw_term_build(const struct uiw_term *t, uint8_t *out);
 
 #endif

@@ -123,6 +123,28 @@ void uiw_mr_put(struct uiw_mr_int *mr)
 		free(mr);
 }
 
+/* See rdmap/internal.h. RFC 5041 §7.2 (STag, base and bounds, wrap),
+ * RFC 5040 §7.3 (access rights). */
+enum ddp_stag_result uiw_stag_check(const struct uiw_mr_int *mr, const struct uiw_pd *pd,
+				    uint64_t to, uint64_t len, unsigned access, void **ptr)
+{
+	if (!mr)
+		return DDP_STAG_INVALID;
+	const struct uiw_mr *m = &mr->pub;
+	if (m->pd != pd)
+		return DDP_STAG_NOT_ASSOC;
+	if (access == UIW_ACCESS_ANY ? !m->access : (m->access & access) != access)
+		return DDP_STAG_ACCESS;
+	if (to + len < to)
+		return DDP_STAG_TO_WRAP;
+	if (to < m->iova || to - m->iova > m->length || len > m->length - (to - m->iova))
+		return DDP_STAG_BOUNDS;
+	*ptr = (uint8_t *)m->addr + (to - m->iova);
+	return DDP_STAG_OK;
+}
+
+/* See rdmap/internal.h. The local side of the same rules: an lkey of pd
+ * (not a window's STag), the SGE inside the MR, LOCAL_WRITE for a sink. */
 void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_write,
 		      enum uiw_wc_status *err)
 {
@@ -131,19 +153,19 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 	*err = UIW_WC_LOC_PROT_ERR;
 	if (!mr)
 		return NULL;
-	const struct uiw_mr *m = &mr->pub;
-	if (m->pd != pd || mr->mw_type)
-		goto out; /* a window's STag is no lkey */
-	if (sge->addr < m->iova || sge->addr - m->iova > m->length ||
-	    sge->length > m->length - (sge->addr - m->iova))
-		goto out;
-	if (need_write && !(m->access & UIW_ACCESS_LOCAL_WRITE)) {
-		*err = UIW_WC_LOC_ACCESS_ERR;
-		goto out;
+	if (mr->mw_type) {
+		uiw_mr_put(mr); /* a window's STag is no lkey */
+		return NULL;
 	}
-	p = (uint8_t *)m->addr + (sge->addr - m->iova);
-	*err = UIW_WC_SUCCESS;
-out:
+	/* bounds before access, as the verbs report it */
+	if (uiw_stag_check(mr, pd, sge->addr, sge->length, 0, &p) != DDP_STAG_OK) {
+		p = NULL;
+	} else if (need_write && !(mr->pub.access & UIW_ACCESS_LOCAL_WRITE)) {
+		p = NULL;
+		*err = UIW_WC_LOC_ACCESS_ERR;
+	} else {
+		*err = UIW_WC_SUCCESS;
+	}
 	uiw_mr_put(mr);
 	return p;
 }

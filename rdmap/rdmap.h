@@ -130,6 +130,8 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc);
  * the CQ stays disarmed, as hardware does when armed with unpolled CQEs.
  * Returns 0. */
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only);
+/* CQEs waiting to be polled (a snapshot; makes no progress). */
+uint32_t uiw_cq_count(struct uiw_cq *cq);
 /* True if the CQ overflowed; then the QPs using it went to ERR. */
 bool uiw_cq_overflowed(struct uiw_cq *cq);
 
@@ -286,7 +288,8 @@ struct uiw_conn_mode {
 	bool p2p;	   /* peer-to-peer (RTR) mode */
 	char rtr[8];	   /* "write", "read", "send" or "" */
 	uint16_t ird, ord; /* negotiated */
-	uint32_t mulpdu;   /* bytes of DDP header + payload per FPDU */
+	uint32_t mulpdu;   /* bytes of DDP header + payload per FPDU we send */
+	bool large_fpdu;   /* the peer takes FPDUs above the EMSS (siw's GSO bit) */
 };
 /* Fills *m for a connected QP; -ENOTCONN otherwise. */
 int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m);

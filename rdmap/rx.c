@@ -1,216 +1,167 @@
-/* The receive side of a connected QP: one thread that reads FPDUs, validates
- * them (RFC 5041 §7 / RFC 5040 §7 error checks) and places payload straight
- * into the target buffer (tagged: the STag's MR; untagged: the posted
- * receive), then generates completions. Every protocol error goes to
- * uiw_terminate().
+/* The receive side of a QP (RFC 5040 §5, §7; RFC 5041 §7): a state machine
+ * that reads segments, validates them, places their payload straight into
+ * the target (tagged: the STag's MR; untagged: the posted receive or, for a
+ * control message, a buffer of the QP) and completes messages. It runs in
+ * whoever holds the QP's progress lock and stops whenever the stream has no
+ * more bytes (progress.c calls it again when there are). It never writes
+ * to the stream: Read and Atomic Responses and Terminates are queued for
+ * the send side (tx.c); every protocol error goes to uiw_terminate().
+ *
+ * One row per RDMAP opcode (RFC 5040 §4.3, RFC 7306 §4.1) says which
+ * buffer model and queue it uses and how it is begun (validated, its
+ * target chosen) and finished (completed, once placed and CRC-checked).
  */
 #include <endian.h>
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
-#include <poll.h>
-#include <time.h>
 
 #include "rdmap/internal.h"
 
 #define TERM(l, e, c) ((struct uiw_term){.layer = (l), .etype = (e), .ecode = (c)})
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* How long a Read / Atomic Request that finds IRD used up only by
+ * responses still going out waits for them (see ird_full). */
+#define IRD_INFLIGHT_WAIT_NS (200ull * 1000 * 1000)
 
-/* How long a Read / Atomic Request that finds IRD used up only because of
- * responses still being sent waits for them (see irq_full). */
-#define IRD_INFLIGHT_WAIT_MS 200
+/* A row's begin and finish: 0, or -EPROTO with *t filled (Terminate);
+ * finish may also return -EAGAIN (call again later) or RX_STOPPED. */
+#define RX_STOPPED 1
+typedef int (*rx_fn)(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t);
 
-/* RFC 5040 §6.5, RFC 6581 §5, RFC 7306 §5: is there no room for one more
- * inbound Read or Atomic Request? A request counts against IRD from its
- * receipt until its response has been handed to the stream in full: queued
- * on the IRQ, or taken by the send side and being sent (irq_busy). The
- * peer's ORD count drops when it has received the last byte of a response,
- * which can be before our send call has returned: when only responses in
- * flight fill the IRD, wait for the send side (bounded) before calling the
- * request an error. A peer that sends more requests while it does not read
- * the responses gets the error once the bound passes. qp->lock held. */
-static bool irq_full(struct uiw_qp *qp, uint32_t limit)
-{
-	uint64_t end = now_ns() + IRD_INFLIGHT_WAIT_MS * 1000000ull;
-	for (int i = 0; i < 1000; i++) {
-		if (qp->irq_tail - qp->irq_head + qp->irq_busy < limit)
-			return false;
-		if (!qp->irq_busy || qp->state == UIW_QPS_ERR || now_ns() >= end)
-			return true;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
-	}
-	return true;
-}
+struct rx_op {
+	const char *name;
+	bool tagged;
+	uint8_t qn;	 /* untagged: its queue */
+	bool rfc7306;	 /* only on a connection that negotiated RFC 7306 */
+	uint8_t body;	 /* a single-segment control message of this many bytes */
+	bool crc_ignore; /* a Terminate: its CRC does not matter any more */
+	rx_fn begin, finish;
+};
 
-static void term_seg(struct uiw_qp *qp, struct uiw_term t, const struct ddp_rx_seg *s)
+static struct uiw_term term_seg(struct uiw_term t, const struct ddp_rx_seg *s)
 {
 	t.has_seg = true;
 	t.seg = *s;
-	uiw_terminate(qp, &t);
+	return t;
 }
 
-/* Reads the payload into the target. Small payloads come through MPA's
- * receive ring with their CRC checked before a byte is placed; large ones
- * go straight from the kernel into the target buffer and are checked after
- * (bytes can only have landed inside the validated range). Returns 0,
- * -EBADMSG (CRC), or -errno from the stream. */
-static int place(struct uiw_qp *qp, const struct iovec *iov, int n, size_t len)
+static int fail(struct uiw_term *out, struct uiw_term t, const struct ddp_rx_seg *s)
 {
-	if (len <= MPA_RX_SMALL_MAX)
-		return ddp_rx_small(&qp->mpa, iov, n, len);
-	int r = ddp_rx_payload(&qp->mpa, iov, n, len);
-	return r ? r : ddp_rx_end(&qp->mpa);
+	*out = term_seg(t, s);
+	return -EPROTO;
 }
 
-/* The stream failed while an FPDU was read (r < 0 from mpa/ddp): a bad CRC
- * is answered with a Terminate (RFC 5044 §4.4 / §8); the peer's FIN inside
- * an FPDU with LLP error 0x01 (it can still read it); a reset from the peer
- * or another stream error ends the connection without one (it cannot be
- * delivered). Records the close reason (abortive) unless the QP was already
- * in ERR by a local uiw_qp_modify. */
-static void place_failed(struct uiw_qp *qp, int r)
+static void place_none(struct uiw_qp *qp, uint32_t len)
 {
-	pthread_mutex_lock(&qp->lock);
-	bool local_err = qp->state == UIW_QPS_ERR;
-	if (r == -ECONNRESET)
-		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_RESET);
-	else if (r == -ENODATA && !local_err)
-		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TRUNCATED);
-	else if (r != -EBADMSG)
-		uiw_qp_set_close_reason(qp, UIW_CLOSE_LLP_ERROR);
-	pthread_mutex_unlock(&qp->lock);
-	if (r == -EBADMSG)
-		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
-	else if (r == -ENODATA && !local_err)
-		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_TCP_LOST));
+	ddp_place_init(&qp->rx_place, NULL, 0, len);
 }
 
-/* Validates a tagged segment against its STag (RFC 5041 §7.2, RFC 5040
- * §7.3): known, valid, same PD, access, base and bounds. On success *ptr is
- * where the payload goes. */
-static bool tagged_check(struct uiw_qp *qp, const struct ddp_rx_seg *s, unsigned need_access,
-			 void **ptr)
+static void place_one(struct uiw_qp *qp, void *p, uint32_t len)
+{
+	struct iovec v = {.iov_base = p, .iov_len = len};
+	ddp_place_init(&qp->rx_place, &v, 1, len);
+}
+
+/* The MR of a tagged segment's STag, cached across segments. */
+static struct uiw_mr_int *rx_mr(struct uiw_qp *qp, uint32_t stag)
 {
 	struct uiw_mr_int *mr = qp->rx_mr;
-	if (!mr || mr->pub.stag != s->stag || !atomic_load(&mr->valid)) {
+	if (!mr || mr->pub.stag != stag || !atomic_load(&mr->valid)) {
 		uiw_mr_put(mr);
-		mr = qp->rx_mr = uiw_mr_get(s->stag);
+		mr = qp->rx_mr = uiw_mr_get(stag);
 	}
-	if (!mr) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_INVALID_STAG), s);
-		return false;
-	}
-	const struct uiw_mr *m = &mr->pub;
-	if (m->pd != qp->pd) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_STAG_NOT_ASSOC), s);
-		return false;
-	}
-	if (!(m->access & need_access)) {
-		term_seg(qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, RDMAP_ECODE_ACCESS),
-			 s);
-		return false;
-	}
-	if (s->to + s->payload_len < s->to) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_TO_WRAP), s);
-		return false;
-	}
-	if (s->to < m->iova || s->to - m->iova > m->length ||
-	    s->payload_len > m->length - (s->to - m->iova)) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
-		return false;
-	}
-	*ptr = (uint8_t *)m->addr + (s->to - m->iova);
-	return true;
+	return mr;
 }
 
-static bool rx_write(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+/* Tagged placement check (RFC 5041 §7.2, RFC 5040 §7.3): on success *ptr
+ * is where the payload goes. */
+static int tagged_sink(struct uiw_qp *qp, const struct ddp_rx_seg *s, unsigned access, void **ptr,
+		       struct uiw_term *t)
+{
+	enum ddp_stag_result r =
+	    uiw_stag_check(rx_mr(qp, s->stag), qp->pd, s->to, s->payload_len, access, ptr);
+	if (r == DDP_STAG_OK)
+		return 0;
+	struct ddp_err e = ddp_tagged_err(r);
+	return fail(t, TERM(e.layer, e.etype, e.ecode), s);
+}
+
+/* See rdmap/internal.h. */
+void uiw_rx_wait_tx_window(struct uiw_qp *qp)
+{
+	for (long i = 0; i < 100000000 && atomic_load(&qp->tx_window); i++) {
+		if (i > 64)
+			sched_yield();
+	}
+}
+
+/* ------------------------------------------------------------ RDMA Write */
+
+static int write_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	if (s->payload_len == 0) {
-		/* A zero-length Write places nothing: no STag check (the RTR
-		 * carries STag 1). */
-		int r = ddp_rx_end(&qp->mpa);
-		if (r)
-			place_failed(qp, r);
-		if (s->last) {
-			qp->rx_last_write_len = qp->rx_write_len;
-			qp->rx_write_len = 0;
-		}
-		return r == 0;
+		/* places nothing: no STag check (the RTR carries STag 1) */
+		place_none(qp, 0);
+		return 0;
 	}
 	void *p;
-	if (!tagged_check(qp, s, UIW_ACCESS_REMOTE_WRITE, &p))
-		return false;
-	struct iovec v = {.iov_base = p, .iov_len = s->payload_len};
-	int r = place(qp, &v, 1, s->payload_len);
-	if (r) {
-		place_failed(qp, r);
-		return false;
-	}
+	int r = tagged_sink(qp, s, UIW_ACCESS_REMOTE_WRITE, &p, t);
+	if (r)
+		return r;
+	place_one(qp, p, s->payload_len);
+	return 0;
+}
+
+static int write_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	(void)t;
 	qp->rx_write_len += s->payload_len;
 	if (s->last) {
 		/* the length a following Immediate Data reports (RFC 7306) */
 		qp->rx_last_write_len = qp->rx_write_len;
 		qp->rx_write_len = 0;
 	}
-	return true;
+	return 0;
 }
 
-static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+/* ---------------------------------------------------- RDMA Read Response */
+
+static int read_resp_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	pthread_mutex_lock(&qp->lock);
 	bool have = qp->orq_head != qp->orq_tail;
 	struct orq_entry o = have ? qp->orq[qp->orq_head % qp->orq_size] : (struct orq_entry){0};
 	pthread_mutex_unlock(&qp->lock);
-	/* RFC 5040 §7.2: a Read Response with no outstanding Read, or for
-	 * another sink, is an unexpected opcode / invalid STag. */
-	if (!have || o.atomic) {
-		term_seg(qp,
-			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
-			 s);
-		return false;
+	/* RFC 5040 §7.2: a Read Response with no outstanding Read is an
+	 * unexpected opcode */
+	if (!have || o.atomic)
+		return fail(
+		    t, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+		    s);
+	if (s->payload_len == 0) {
+		place_none(qp, 0);
+		return 0;
 	}
-	if (s->payload_len) {
-		/* the STag first (RFC 5041 §7.2: invalid STag), then that it is
-		 * the sink of the outstanding Read and within what it asked */
-		void *p;
-		if (!tagged_check(qp, s, 0xff, &p))
-			return false;
-		if (s->stag != o.sink_stag) {
-			term_seg(qp,
-				 TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_INVALID_STAG),
-				 s);
-			return false;
-		}
-		if (s->to != o.sink_to + o.got || s->payload_len > o.size - o.got) {
-			term_seg(
-			    qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
-			return false;
-		}
-		struct iovec v = {.iov_base = p, .iov_len = s->payload_len};
-		int r = place(qp, &v, 1, s->payload_len);
-		if (r) {
-			place_failed(qp, r);
-			return false;
-		}
-	} else {
-		int r = ddp_rx_end(&qp->mpa);
-		if (r) {
-			place_failed(qp, r);
-			return false;
-		}
-	}
+	/* the STag first (RFC 5041 §7.2: invalid STag), then that it is the
+	 * sink of the outstanding Read and within what it asked */
+	void *p;
+	int r = tagged_sink(qp, s, UIW_ACCESS_ANY, &p, t);
+	if (r)
+		return r;
+	if (s->stag != o.sink_stag)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_INVALID_STAG), s);
+	if (s->to != o.sink_to + o.got || s->payload_len > o.size - o.got)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_TAGGED, DDP_TAGGED_BASE_BOUNDS), s);
+	place_one(qp, p, s->payload_len);
+	return 0;
+}
+
+static int read_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	(void)t;
+	if (s->last)
+		uiw_rx_wait_tx_window(qp);
 	pthread_mutex_lock(&qp->lock);
 	if (qp->orq_head != qp->orq_tail) {
 		struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
@@ -225,12 +176,62 @@ static bool rx_read_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 			qp->orq_head++;
 			uiw_sq_reap(qp);
 			/* the SQ may have stalled on ORD or a fence */
-			qp->tx_kick = qp->tx_wake = true;
-			pthread_cond_broadcast(&qp->cond);
+			atomic_fetch_or(&qp->pending, PROG_TX);
 		}
 	}
 	pthread_mutex_unlock(&qp->lock);
-	return true;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ Send */
+
+static int send_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	struct ddp_queue *q = &qp->rxq[DDP_QN_SEND];
+	/* RFC 5041 §7.3: MSN must be the expected one, MO the bytes so far */
+	if (ddp_check_msn(q, s))
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE),
+			    s);
+	if (qp->rx_expect_send_rtr) {
+		qp->rx_expect_send_rtr = false;
+		if (s->payload_len == 0 && s->mo == 0 && s->last) {
+			/* RFC 6581 §4: the zero-length Send RTR; not delivered */
+			qp->rx_op = NULL;
+			place_none(qp, 0);
+			return 0;
+		}
+	}
+	pthread_mutex_lock(&qp->lock);
+	bool have = qp->rx_send_active;
+	if (!have && qp->state != UIW_QPS_ERR)
+		have = uiw_rq_take(qp); /* the first segment takes a receive WQE */
+	struct rq_wqe *r = &qp->rx_cur;
+	pthread_mutex_unlock(&qp->lock);
+	if (!have)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER),
+			    s);
+	int ec = ddp_check_mo(q, s, r->len);
+	if (ec)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, (uint8_t)ec), s);
+	/* the part of the receive buffer at [mo, mo + len) */
+	struct iovec v[UIW_MAX_SGE];
+	int nv = 0;
+	uint64_t skip = q->mo, left = s->payload_len;
+	for (int i = 0; i < r->niov && left; i++) {
+		if (skip >= r->iov[i].iov_len) {
+			skip -= r->iov[i].iov_len;
+			continue;
+		}
+		size_t k = r->iov[i].iov_len - skip;
+		if (k > left)
+			k = left;
+		v[nv].iov_base = (uint8_t *)r->iov[i].iov_base + skip;
+		v[nv++].iov_len = k;
+		left -= k;
+		skip = 0;
+	}
+	ddp_place_init(&qp->rx_place, v, nv, s->payload_len);
+	return 0;
 }
 
 /* Remote invalidation by Send with Invalidate (RFC 5040 §4.3, §6.8): the
@@ -248,132 +249,181 @@ static bool invalidate_stag(struct uiw_qp *qp, uint32_t stag)
 	return ok;
 }
 
-static bool rx_send(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
+static int send_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
-	/* RFC 5041 §7.3: MSN must be the expected one, MO the bytes so far. */
-	if (s->msn != qp->rx_msn[DDP_QN_SEND]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
-		return false;
-	}
-	if (qp->rx_expect_send_rtr) {
-		qp->rx_expect_send_rtr = false;
-		if (s->payload_len == 0 && s->mo == 0 && s->last) {
-			/* RFC 6581 §4: the zero-length Send RTR; not delivered */
-			int r = ddp_rx_end(&qp->mpa);
-			if (r) {
-				place_failed(qp, r);
-				return false;
-			}
-			qp->rx_msn[DDP_QN_SEND]++;
-			return true;
-		}
-	}
-	pthread_mutex_lock(&qp->lock);
-	bool have = qp->rx_send_active;
-	if (!have && qp->state != UIW_QPS_ERR)
-		have = uiw_rq_take(qp); /* the first segment takes a receive WQE */
-	struct rq_wqe r = qp->rx_cur;
-	pthread_mutex_unlock(&qp->lock);
-	if (!have) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
-		return false;
-	}
-	uint64_t got = qp->rx_send_got;
-	if (s->mo != got) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	if (got + s->payload_len > r.len) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_TOO_LONG), s);
-		return false;
-	}
-	/* the part of the receive buffer at [got, got + len) */
-	struct iovec v[UIW_MAX_SGE];
-	int nv = 0;
-	uint64_t skip = got, left = s->payload_len;
-	for (int i = 0; i < r.niov && left; i++) {
-		if (skip >= r.iov[i].iov_len) {
-			skip -= r.iov[i].iov_len;
-			continue;
-		}
-		size_t k = r.iov[i].iov_len - skip;
-		if (k > left)
-			k = left;
-		v[nv].iov_base = (uint8_t *)r.iov[i].iov_base + skip;
-		v[nv++].iov_len = k;
-		left -= k;
-		skip = 0;
-	}
-	int rc = place(qp, v, nv, s->payload_len);
-	if (rc) {
-		place_failed(qp, rc);
-		return false;
-	}
-	qp->rx_send_got = got + s->payload_len;
+	struct ddp_queue *q = &qp->rxq[DDP_QN_SEND];
+	q->mo += s->payload_len;
 	if (!s->last)
-		return true;
-	qp->rx_msn[DDP_QN_SEND]++;
+		return 0;
+	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
+	uint64_t len = q->mo;
+	q->msn++;
+	q->mo = 0;
 	bool inv = op == RDMAP_SEND_INV || op == RDMAP_SEND_SE_INV;
 	bool se = op == RDMAP_SEND_SE || op == RDMAP_SEND_SE_INV;
-	if (inv && !invalidate_stag(qp, s->ulp_rsvd)) {
+	if (inv && !invalidate_stag(qp, s->ulp_rsvd))
 		/* RFC 5040 §4.8: the STag cannot be invalidated (as siw) */
-		term_seg(
-		    qp,
+		return fail(
+		    t,
 		    TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, RDMAP_ECODE_CANNOT_INVALIDATE),
 		    s);
-		return false;
-	}
+	uiw_rx_wait_tx_window(qp);
 	struct uiw_wc wc = {.status = UIW_WC_SUCCESS,
 			    .opcode = UIW_WC_RECV,
-			    .byte_len = (uint32_t)qp->rx_send_got,
+			    .byte_len = (uint32_t)len,
 			    .flags = inv ? UIW_WC_WITH_INV : 0,
 			    .invalidated_stag = inv ? s->ulp_rsvd : 0};
-	qp->rx_send_got = 0;
 	pthread_mutex_lock(&qp->lock);
 	if (qp->rx_send_active)
 		uiw_rq_complete(qp, &wc, se);
 	pthread_mutex_unlock(&qp->lock);
-	return true;
+	return 0;
 }
 
-/* Reads the fixed-size body of a single-segment untagged message on queue
- * qn (Read Request, Immediate Data, Atomic Request/Response): MSN must be
- * the expected one (RFC 5041 §7.3), the segment must hold exactly len bytes
- * at MO 0 with L set; the CRC is checked before the body is used. Advances
- * the queue's MSN. False after a Terminate. */
-static bool rx_untagged_body(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint32_t qn, void *body,
-			     size_t len)
+/* The zero-length Send RTR (no row: send_begin clears qp->rx_op). */
+static int send_rtr_finish(struct uiw_qp *qp)
 {
-	if (s->msn != qp->rx_msn[qn]) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
-		return false;
-	}
-	if (s->payload_len != len || s->mo != 0 || !s->last) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	struct iovec v = {.iov_base = body, .iov_len = len};
-	int r = place(qp, &v, 1, len);
-	if (r) {
-		place_failed(qp, r);
-		return false;
-	}
-	qp->rx_msn[qn]++;
-	return true;
+	qp->rxq[DDP_QN_SEND].msn++;
+	return 0;
 }
+
+/* -------------------------------------------- single-segment control bodies */
+
+/* Begins a control message of the row's body length on queue qn: the
+ * expected MSN (RFC 5041 §7.3), one segment of exactly that many bytes at
+ * MO 0 with L set; the body goes into qp->rx_body with its CRC checked
+ * before it is used. */
+static int body_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint32_t qn, uint32_t len,
+		      struct uiw_term *t)
+{
+	if (ddp_check_msn(&qp->rxq[qn], s))
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE),
+			    s);
+	if (ddp_check_single(s, len))
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO),
+			    s);
+	place_one(qp, qp->rx_body, len);
+	return 0;
+}
+
+/* RFC 5040 §6.5, RFC 6581 §5, RFC 7306 §5: is there no room for one more
+ * inbound Read or Atomic Request? A request counts against IRD from its
+ * receipt until its response has been handed to the stream in full. The
+ * peer's ORD count drops when it has received the last byte of a response,
+ * which can be before our push of it has returned: when only responses
+ * being sent fill the IRD, the request waits (bounded, IRD_INFLIGHT_WAIT_NS)
+ * for the send side, which runs in between (-EAGAIN). A peer that sends
+ * more requests while it does not read the responses gets the error once
+ * the bound passes. Returns 0 (room), 1 (full: an error) or -EAGAIN. */
+static int ird_full(struct uiw_qp *qp, uint32_t limit)
+{
+	pthread_mutex_lock(&qp->lock);
+	uint32_t used = qp->irq_tail - qp->irq_head;
+	bool inflight = qp->irq_head != qp->irq_next;
+	bool err = qp->state == UIW_QPS_ERR;
+	pthread_mutex_unlock(&qp->lock);
+	if (used < limit)
+		return 0;
+	if (!inflight || err)
+		return 1;
+	uint64_t now = uiw_now_ns();
+	if (!qp->rx_stall_end) {
+		qp->rx_stall_end = now + IRD_INFLIGHT_WAIT_NS;
+		uiw_engine_deadline(qp, qp->rx_stall_end);
+	}
+	if (now >= qp->rx_stall_end)
+		return 1;
+	atomic_fetch_or(&qp->pending, PROG_TX);
+	return -EAGAIN;
+}
+
+/* Queues a response for the send side. qp->lock held. */
+static void irq_push(struct uiw_qp *qp, const struct irq_entry *e)
+{
+	qp->irq[qp->irq_tail++ % qp->irq_size] = *e;
+	atomic_fetch_or(&qp->pending, PROG_TX);
+}
+
+/* --------------------------------------------------- RDMA Read Request */
+
+static int read_req_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	return body_begin(qp, s, DDP_QN_READ_REQ, sizeof(struct rdmap_read_req), t);
+}
+
+static int read_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	struct rdmap_read_req rr;
+	memcpy(&rr, qp->rx_body, sizeof(rr));
+	struct irq_entry e = {.sink_stag = be32toh(rr.sink_stag),
+			      .sink_to = be64toh(rr.sink_to),
+			      .size = be32toh(rr.read_size)};
+	*t = (struct uiw_term){.has_seg = true, .seg = *s, .has_rreq = true, .rreq = rr};
+	/* a zero-length Read (the Read RTR) is answered even with IRD 0 */
+	uint32_t limit = qp->ird ? qp->ird : (e.size == 0 ? 1 : 0);
+	int full = ird_full(qp, limit);
+	if (full < 0)
+		return full;
+	qp->rx_stall_end = 0;
+	qp->rxq[DDP_QN_READ_REQ].msn++;
+	if (full) {
+		/* RFC 5040 §6.5: more outstanding Reads than the negotiated IRD */
+		t->layer = RDMAP_LAYER_DDP;
+		t->etype = DDP_ETYPE_UNTAGGED;
+		t->ecode = DDP_UNTAGGED_MSN_RANGE;
+		return -EPROTO;
+	}
+	if (e.size) {
+		/* RFC 5040 §7.3: the source STag, access, wrap, base and bounds */
+		uint64_t src_to = be64toh(rr.src_to);
+		struct uiw_mr_int *mr = uiw_mr_get(be32toh(rr.src_stag));
+		enum ddp_stag_result r =
+		    uiw_stag_check(mr, qp->pd, src_to, e.size, UIW_ACCESS_REMOTE_READ, &e.src_ptr);
+		if (r != DDP_STAG_OK) {
+			uiw_mr_put(mr);
+			static const uint8_t code[] = {
+			    [DDP_STAG_INVALID] = RDMAP_ECODE_INVALID_STAG,
+			    [DDP_STAG_NOT_ASSOC] = RDMAP_ECODE_STAG_NOT_ASSOC,
+			    [DDP_STAG_ACCESS] = RDMAP_ECODE_ACCESS,
+			    [DDP_STAG_TO_WRAP] = RDMAP_ECODE_TO_WRAP,
+			    [DDP_STAG_BOUNDS] = RDMAP_ECODE_BASE_BOUNDS,
+			};
+			t->layer = RDMAP_LAYER_RDMAP;
+			t->etype = RDMAP_ETYPE_REMOTE_PROT;
+			t->ecode = code[r];
+			return -EPROTO;
+		}
+		e.src = mr;
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state == UIW_QPS_ERR) {
+		pthread_mutex_unlock(&qp->lock);
+		uiw_mr_put(e.src);
+		return RX_STOPPED;
+	}
+	irq_push(qp, &e);
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+/* ------------------------------------------------------ RFC 7306 messages */
 
 /* RFC 7306 §5.2: Immediate Data, 8 bytes on QN 0; consumes a receive WQE
  * and completes it as RECV_RDMA_WITH_IMM with the preceding Write's length. */
-static bool rx_immediate(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t op)
+static int imm_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
-	uint8_t body[RDMAP_IMMEDIATE_LEN];
-	if (qp->rx_send_active) {
+	if (qp->rx_send_active)
 		/* two messages of QN 0 may not interleave (RFC 5041 §5.2) */
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO), s);
-		return false;
-	}
-	if (!rx_untagged_body(qp, s, DDP_QN_SEND, body, sizeof(body)))
-		return false;
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_MO),
+			    s);
+	return body_begin(qp, s, DDP_QN_SEND, RDMAP_IMMEDIATE_LEN, t);
+}
+
+static int imm_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	qp->rxq[DDP_QN_SEND].msn++;
+	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
+	uiw_rx_wait_tx_window(qp);
 	pthread_mutex_lock(&qp->lock);
 	bool have = qp->state != UIW_QPS_ERR && uiw_rq_take(qp);
 	if (have) {
@@ -381,15 +431,14 @@ static bool rx_immediate(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint8_t 
 				    .opcode = UIW_WC_RECV_RDMA_WITH_IMM,
 				    .byte_len = (uint32_t)qp->rx_last_write_len,
 				    .flags = UIW_WC_WITH_IMM};
-		memcpy(&wc.imm_data, body, 4);
+		memcpy(&wc.imm_data, qp->rx_body, 4);
 		uiw_rq_complete(qp, &wc, op == RDMAP_IMMEDIATE_SE);
 	}
 	pthread_mutex_unlock(&qp->lock);
-	if (!have) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER), s);
-		return false;
-	}
-	return true;
+	if (!have)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER),
+			    s);
+	return 0;
 }
 
 /* One lock for every remote atomic in the process: atomic with respect to
@@ -413,48 +462,52 @@ static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
 	return r;
 }
 
+static int atomic_req_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	return body_begin(qp, s, RDMAP_QN_ATOMIC_REQ, sizeof(struct rdmap_atomic_req), t);
+}
+
 /* RFC 7306 §5.3: executes an Atomic Request (QN 1) and queues its Atomic
  * Response; checks like an RDMA Read (IRD, STag, access, bounds) plus
  * 8-byte alignment of the target. */
-static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+static int atomic_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	struct rdmap_atomic_req ar;
-	if (!rx_untagged_body(qp, s, RDMAP_QN_ATOMIC_REQ, &ar, sizeof(ar)))
-		return false;
-	pthread_mutex_lock(&qp->lock);
-	bool full = irq_full(qp, qp->ird);
-	pthread_mutex_unlock(&qp->lock);
-	if (full) {
-		term_seg(qp, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE), s);
-		return false;
-	}
+	memcpy(&ar, qp->rx_body, sizeof(ar));
+	int full = ird_full(qp, qp->ird);
+	if (full < 0)
+		return full;
+	qp->rx_stall_end = 0;
+	qp->rxq[RDMAP_QN_ATOMIC_REQ].msn++;
+	if (full)
+		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_MSN_RANGE),
+			    s);
 	uint32_t aop = be32toh(ar.aopcode) & 0xf;
-	uint32_t stag = be32toh(ar.stag);
 	uint64_t to = be64toh(ar.to);
-	struct uiw_mr_int *mr = uiw_mr_get(stag);
-	struct uiw_term t = TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, 0);
+	struct uiw_mr_int *mr = uiw_mr_get(be32toh(ar.stag));
+	struct uiw_term e = TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_PROT, 0);
+	void *ptr = NULL;
+	enum ddp_stag_result r = uiw_stag_check(mr, qp->pd, to, 8, UIW_ACCESS_REMOTE_ATOMIC, &ptr);
 	bool ok = false;
 	if (aop != RDMAP_AOP_FETCH_ADD && aop != RDMAP_AOP_CMP_SWAP) {
-		t.etype = RDMAP_ETYPE_REMOTE_OP;
-		t.ecode = RDMAP_ECODE_UNEXPECTED_OP;
-	} else if (!mr) {
-		t.ecode = RDMAP_ECODE_INVALID_STAG;
-	} else if (mr->pub.pd != qp->pd) {
-		t.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
-	} else if (!(mr->pub.access & UIW_ACCESS_REMOTE_ATOMIC)) {
-		t.ecode = RDMAP_ECODE_ACCESS;
-	} else if ((to & 7) || to < mr->pub.iova || to - mr->pub.iova > mr->pub.length ||
-		   mr->pub.length - (to - mr->pub.iova) < 8) {
-		t.ecode = RDMAP_ECODE_BASE_BOUNDS;
+		e.etype = RDMAP_ETYPE_REMOTE_OP;
+		e.ecode = RDMAP_ECODE_UNEXPECTED_OP;
+	} else if (r == DDP_STAG_INVALID) {
+		e.ecode = RDMAP_ECODE_INVALID_STAG;
+	} else if (r == DDP_STAG_NOT_ASSOC) {
+		e.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
+	} else if (r == DDP_STAG_ACCESS) {
+		e.ecode = RDMAP_ECODE_ACCESS;
+	} else if (r != DDP_STAG_OK || (to & 7)) {
+		e.ecode = RDMAP_ECODE_BASE_BOUNDS;
 	} else {
 		ok = true;
 	}
 	if (!ok) {
 		uiw_mr_put(mr);
-		term_seg(qp, t, s);
-		return false;
+		return fail(t, e, s);
 	}
-	uint64_t *p = (uint64_t *)(void *)((uint8_t *)mr->pub.addr + (to - mr->pub.iova));
+	uint64_t *p = ptr;
 	uint64_t data = be64toh(ar.add_swap), dmask = be64toh(ar.add_swap_mask);
 	uint64_t cmp = be64toh(ar.compare), cmask = be64toh(ar.compare_mask);
 	pthread_mutex_lock(&atomic_lock);
@@ -468,26 +521,29 @@ static bool rx_atomic_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	pthread_mutex_unlock(&atomic_lock);
 	uiw_mr_put(mr);
 
-	struct irq_entry e = {.kind = IRQ_ATOMIC};
-	e.aresp.req_id = ar.req_id;
-	e.aresp.orig = htobe64(orig);
+	struct irq_entry ie = {.kind = IRQ_ATOMIC};
+	ie.aresp.req_id = ar.req_id;
+	ie.aresp.orig = htobe64(orig);
 	pthread_mutex_lock(&qp->lock);
-	if (qp->state != UIW_QPS_ERR) {
-		qp->irq[qp->irq_tail++ % qp->irq_size] = e;
-		qp->tx_kick = qp->tx_wake = true;
-		pthread_cond_broadcast(&qp->cond);
-	}
+	if (qp->state != UIW_QPS_ERR)
+		irq_push(qp, &ie);
 	pthread_mutex_unlock(&qp->lock);
-	return true;
+	return 0;
+}
+
+static int atomic_resp_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
+{
+	return body_begin(qp, s, RDMAP_QN_ATOMIC_RESP, sizeof(struct rdmap_atomic_resp), t);
 }
 
 /* RFC 7306 §5.3: an Atomic Response (QN 3) completes the oldest outstanding
  * request, which must be the Atomic with that Request Identifier. */
-static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+static int atomic_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	struct rdmap_atomic_resp ar;
-	if (!rx_untagged_body(qp, s, RDMAP_QN_ATOMIC_RESP, &ar, sizeof(ar)))
-		return false;
+	memcpy(&ar, qp->rx_body, sizeof(ar));
+	qp->rxq[RDMAP_QN_ATOMIC_RESP].msn++;
+	uiw_rx_wait_tx_window(qp);
 	pthread_mutex_lock(&qp->lock);
 	bool ok = qp->orq_head != qp->orq_tail;
 	struct orq_entry *e = ok ? &qp->orq[qp->orq_head % qp->orq_size] : NULL;
@@ -502,88 +558,36 @@ static bool rx_atomic_resp(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 		}
 		qp->orq_head++;
 		uiw_sq_reap(qp);
-		qp->tx_kick = qp->tx_wake = true;
-		pthread_cond_broadcast(&qp->cond);
+		atomic_fetch_or(&qp->pending, PROG_TX);
 	}
 	pthread_mutex_unlock(&qp->lock);
-	if (!ok) {
-		term_seg(qp,
-			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
-			 s);
-		return false;
-	}
-	return true;
+	if (!ok)
+		return fail(
+		    t, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
+		    s);
+	return 0;
 }
 
-static bool rx_read_req(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+/* ------------------------------------------------------------- Terminate */
+
+static int terminate_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
-	struct rdmap_read_req rr;
-	if (!rx_untagged_body(qp, s, DDP_QN_READ_REQ, &rr, sizeof(rr)))
-		return false;
-	struct irq_entry e = {.sink_stag = be32toh(rr.sink_stag),
-			      .sink_to = be64toh(rr.sink_to),
-			      .size = be32toh(rr.read_size)};
-	struct uiw_term t = {.has_seg = true, .seg = *s, .has_rreq = true, .rreq = rr};
-	pthread_mutex_lock(&qp->lock);
-	/* a zero-length Read (the Read RTR) is answered even with IRD 0 */
-	uint32_t limit = qp->ird ? qp->ird : (e.size == 0 ? 1 : 0);
-	bool full = irq_full(qp, limit);
-	pthread_mutex_unlock(&qp->lock);
-	if (full) {
-		/* RFC 5040 §6.5: more outstanding Reads than the negotiated IRD */
-		t.layer = RDMAP_LAYER_DDP;
-		t.etype = DDP_ETYPE_UNTAGGED;
-		t.ecode = DDP_UNTAGGED_MSN_RANGE;
-		uiw_terminate(qp, &t);
-		return false;
-	}
-	if (e.size) {
-		uint32_t src_stag = be32toh(rr.src_stag);
-		uint64_t src_to = be64toh(rr.src_to);
-		struct uiw_mr_int *mr = uiw_mr_get(src_stag);
-		t.layer = RDMAP_LAYER_RDMAP;
-		t.etype = RDMAP_ETYPE_REMOTE_PROT;
-		if (!mr) {
-			t.ecode = RDMAP_ECODE_INVALID_STAG;
-		} else if (mr->pub.pd != qp->pd) {
-			t.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
-		} else if (!(mr->pub.access & UIW_ACCESS_REMOTE_READ)) {
-			t.ecode = RDMAP_ECODE_ACCESS;
-		} else if (src_to + e.size < src_to) {
-			t.ecode = RDMAP_ECODE_TO_WRAP;
-		} else if (src_to < mr->pub.iova || src_to - mr->pub.iova > mr->pub.length ||
-			   e.size > mr->pub.length - (src_to - mr->pub.iova)) {
-			t.ecode = RDMAP_ECODE_BASE_BOUNDS;
-		} else {
-			e.src = mr;
-			e.src_ptr = (uint8_t *)mr->pub.addr + (src_to - mr->pub.iova);
-		}
-		if (!e.src) {
-			uiw_mr_put(mr);
-			uiw_terminate(qp, &t);
-			return false;
-		}
-	}
-	pthread_mutex_lock(&qp->lock);
-	if (qp->state == UIW_QPS_ERR) {
-		pthread_mutex_unlock(&qp->lock);
-		uiw_mr_put(e.src);
-		return false;
-	}
-	qp->irq[qp->irq_tail++ % qp->irq_size] = e;
-	qp->tx_kick = qp->tx_wake = true;
-	pthread_cond_broadcast(&qp->cond);
-	pthread_mutex_unlock(&qp->lock);
-	return true;
+	(void)t;
+	/* keep what fits, read and drop the rest */
+	uint32_t n = s->payload_len < sizeof(qp->rx_body) ? s->payload_len : sizeof(qp->rx_body);
+	struct iovec v = {.iov_base = qp->rx_body, .iov_len = n};
+	ddp_place_init(&qp->rx_place, &v, 1, s->payload_len);
+	return 0;
 }
 
-static bool rx_terminate(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+/* A Terminate from the peer (RFC 5040 §6.3): the QP goes to ERR, what was
+ * outstanding flushes, our side of the stream closes. */
+static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
-	uint8_t buf[RDMAP_TERM_MAX_PAYLOAD + 64];
-	uint32_t n = s->payload_len < sizeof(buf) ? s->payload_len : sizeof(buf);
-	struct iovec v = {.iov_base = buf, .iov_len = n};
-	if (ddp_rx_payload(&qp->mpa, &v, 1, n) == 0 && n == s->payload_len)
-		(void)ddp_rx_end(&qp->mpa);
+	(void)s;
+	(void)t;
+	const uint8_t *buf = qp->rx_body;
+	uint32_t n = qp->rx_place.done < qp->rx_place.room ? qp->rx_place.done : qp->rx_place.room;
 	pthread_mutex_lock(&qp->lock);
 	qp->stats.terminates_recv++;
 	if (!qp->terminated && n >= 4)
@@ -600,85 +604,71 @@ static bool rx_terminate(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 		uiw_qp_flush_locked(qp);
 	pthread_mutex_unlock(&qp->lock);
 	/* RFC 5040 §6.3: after a Terminate the stream is closed */
-	if (qp->llp)
-		qp->llp->ops->shutdown_send(qp->llp);
-	uiw_qp_report(qp, UIW_QP_EV_TERMINATE);
-	return false;
+	qp->stream->ops->shutdown_send(qp->stream);
+	uiw_qp_event_due(qp, UIW_QP_EV_TERMINATE);
+	return RX_STOPPED;
 }
 
-/* Handles one segment; false when the stream is finished with. */
-static bool rx_segment(struct uiw_qp *qp, const struct ddp_rx_seg *s)
+/* ------------------------------------------------------------- the table */
+
+static const struct rx_op rx_ops[16] = {
+    [RDMAP_RDMA_WRITE] = {"RDMA Write", true, 0, false, 0, false, write_begin, write_finish},
+    [RDMAP_RDMA_READ_REQ] = {"RDMA Read Request", false, DDP_QN_READ_REQ, false,
+			     sizeof(struct rdmap_read_req), false, read_req_begin, read_req_finish},
+    [RDMAP_RDMA_READ_RESP] = {"RDMA Read Response", true, 0, false, 0, false, read_resp_begin,
+			      read_resp_finish},
+    [RDMAP_SEND] = {"Send", false, DDP_QN_SEND, false, 0, false, send_begin, send_finish},
+    [RDMAP_SEND_INV] = {"Send with Invalidate", false, DDP_QN_SEND, false, 0, false, send_begin,
+			send_finish},
+    [RDMAP_SEND_SE] = {"Send with SE", false, DDP_QN_SEND, false, 0, false, send_begin,
+		       send_finish},
+    [RDMAP_SEND_SE_INV] = {"Send with SE and Invalidate", false, DDP_QN_SEND, false, 0, false,
+			   send_begin, send_finish},
+    [RDMAP_TERMINATE] = {"Terminate", false, DDP_QN_TERMINATE, false, 0, true, terminate_begin,
+			 terminate_finish},
+    [RDMAP_IMMEDIATE] = {"Immediate Data", false, DDP_QN_SEND, true, RDMAP_IMMEDIATE_LEN, false,
+			 imm_begin, imm_finish},
+    [RDMAP_IMMEDIATE_SE] = {"Immediate Data with SE", false, DDP_QN_SEND, true, RDMAP_IMMEDIATE_LEN,
+			    false, imm_begin, imm_finish},
+    [RDMAP_ATOMIC_REQ] = {"Atomic Request", false, RDMAP_QN_ATOMIC_REQ, true,
+			  sizeof(struct rdmap_atomic_req), false, atomic_req_begin,
+			  atomic_req_finish},
+    [RDMAP_ATOMIC_RESP] = {"Atomic Response", false, RDMAP_QN_ATOMIC_RESP, true,
+			   sizeof(struct rdmap_atomic_resp), false, atomic_resp_begin,
+			   atomic_resp_finish},
+};
+
+/* RFC 5041 §4 / RFC 5040 §4.2-§4.3 checks common to every segment, in the
+ * order the hostile-peer tests pin down: DDP version, RDMAP version, the
+ * opcode (known on this connection, in its buffer model), its queue. */
+static const struct rx_op *classify(struct uiw_qp *qp, const struct ddp_rx_seg *s,
+				    struct uiw_term *t)
 {
 	int ec = ddp_check_version(s);
 	if (ec) {
-		term_seg(qp,
-			 TERM(RDMAP_LAYER_DDP, s->tagged ? DDP_ETYPE_TAGGED : DDP_ETYPE_UNTAGGED,
-			      (uint8_t)ec),
-			 s);
-		return false;
+		*t = term_seg(TERM(RDMAP_LAYER_DDP,
+				   s->tagged ? DDP_ETYPE_TAGGED : DDP_ETYPE_UNTAGGED, (uint8_t)ec),
+			      s);
+		return NULL;
 	}
 	if ((s->ulp_ctrl >> RDMAP_VERSION_SHIFT) != RDMAP_VERSION) {
-		term_seg(
-		    qp, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_BAD_VERSION), s);
-		return false;
+		*t = term_seg(
+		    TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_BAD_VERSION), s);
+		return NULL;
 	}
-	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
-	bool tagged_op = op == RDMAP_RDMA_WRITE || op == RDMAP_RDMA_READ_RESP;
-	uint8_t max_op = (qp->caps & UIW_CAP_RFC7306) ? RDMAP_ATOMIC_RESP : RDMAP_TERMINATE;
-	if (op > max_op || tagged_op != s->tagged) {
-		term_seg(qp,
-			 TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
-			 s);
-		return false;
+	const struct rx_op *op = &rx_ops[s->ulp_ctrl & RDMAP_OPCODE_MASK];
+	if (!op->begin || (op->rfc7306 && !(qp->caps & UIW_CAP_RFC7306)) ||
+	    op->tagged != s->tagged) {
+		*t = term_seg(
+		    TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP), s);
+		return NULL;
 	}
-	if (!s->tagged) {
-		static const uint8_t qn_of[16] = {
-		    [RDMAP_RDMA_READ_REQ] = DDP_QN_READ_REQ,
-		    [RDMAP_TERMINATE] = DDP_QN_TERMINATE,
-		    [RDMAP_ATOMIC_REQ] = RDMAP_QN_ATOMIC_REQ,
-		    [RDMAP_ATOMIC_RESP] = RDMAP_QN_ATOMIC_RESP,
-		};
-		if (s->qn != qn_of[op]) {
-			term_seg(qp,
-				 TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN),
-				 s);
-			return false;
-		}
+	if (!s->tagged && s->qn != op->qn) {
+		*t =
+		    term_seg(TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_INVALID_QN), s);
+		return NULL;
 	}
-	switch (op) {
-	case RDMAP_RDMA_WRITE:
-		return rx_write(qp, s);
-	case RDMAP_RDMA_READ_RESP:
-		return rx_read_resp(qp, s);
-	case RDMAP_RDMA_READ_REQ:
-		return rx_read_req(qp, s);
-	case RDMAP_TERMINATE:
-		return rx_terminate(qp, s);
-	case RDMAP_IMMEDIATE:
-	case RDMAP_IMMEDIATE_SE:
-		return rx_immediate(qp, s, op);
-	case RDMAP_ATOMIC_REQ:
-		return rx_atomic_req(qp, s);
-	case RDMAP_ATOMIC_RESP:
-		return rx_atomic_resp(qp, s);
-	default:
-		return rx_send(qp, s, op);
-	}
-}
-
-/* With UIWARP_RX_SPIN_US, waits for the next bytes by polling the stream
- * instead of sleeping in recv (a sleeping thread costs a cross-CPU wakeup,
- * 30-40 us on this kind of VM). Bounded by the configured time. */
-static void rx_spin(struct uiw_qp *qp, int spin_us)
-{
-	if (qp->mpa.rb_len || qp->llp->fd < 0)
-		return;
-	uint64_t end = now_ns() + (uint64_t)spin_us * 1000u;
-	struct pollfd p = {.fd = qp->llp->fd, .events = POLLIN};
-	do {
-		if (poll(&p, 1, 0) != 0)
-			return;
-	} while (now_ns() < end);
+	return op;
 }
 
 /* RFC 6581 §4: in peer-to-peer mode the responder's first FPDU must be the
@@ -701,96 +691,154 @@ static bool rtr_matches(struct uiw_qp *qp, const struct ddp_rx_seg *s)
 	}
 }
 
-void *uiw_rx_thread(void *arg)
+/* The stream failed while an FPDU was read (r < 0 from mpa/ddp): a bad CRC
+ * is answered with a Terminate (RFC 5044 §4.4 / §8); the peer's FIN inside
+ * an FPDU with LLP error 0x01 (it can still read it); a reset from the peer
+ * or another stream error ends the connection without one (it cannot be
+ * delivered). Records the close reason (abortive) unless the QP was already
+ * in ERR by a local uiw_qp_modify. */
+static void stream_failed(struct uiw_qp *qp, int r)
 {
-	struct uiw_qp *qp = arg;
-	struct ddp_rx_seg s;
-	bool clean_eof = false;
-	int spin_us = uiw_config_get()->rx_spin_us;
-	for (;;) {
-		if (spin_us)
-			rx_spin(qp, spin_us);
-		int r = ddp_rx_header(&qp->mpa, &s);
-		if (r == 0) {
-			clean_eof = true;
-			pthread_mutex_lock(&qp->lock);
-			uiw_qp_set_close_reason(qp, UIW_CLOSE_GRACEFUL);
-			pthread_mutex_unlock(&qp->lock);
-			break;
-		}
-		if (r < 0) {
-			if (r == -EPROTO && qp->mpa.rx_term == MPA_TERM_MARKER)
-				/* RFC 5044 §5: a marker that does not point at the FPDU */
-				uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_MARKER));
-			else if (r == -EPROTO)
-				uiw_terminate(qp, &TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED,
-							DDP_UNTAGGED_INVALID_MO));
-			else
-				place_failed(qp, r);
-			break;
-		}
-		if (!qp->rx_seen_first && !rtr_matches(qp, &s)) {
-			uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_NO_MATCHING_RTR));
-			break;
-		}
-		if (!qp->rx_seen_first) {
-			pthread_mutex_lock(&qp->lock);
-			qp->rx_seen_first = true;
-			/* RFC 5044 §7.1.2: a responder sends nothing before the
-			 * initiator's first FPDU (the RTR in peer-to-peer mode) */
-			qp->tx_gate_open = true;
-			qp->tx_kick = qp->tx_wake = true;
-			pthread_cond_broadcast(&qp->cond);
-			pthread_mutex_unlock(&qp->lock);
-		}
-		if (!rx_segment(qp, &s))
-			break;
-		qp->mpa.rx_fpdus++;
-	}
-	if (clean_eof) {
-		/* The peer half-closed: Read Requests it sent before its FIN
-		 * still get their Read Responses (bounded: 2 s). */
-		uint64_t end = now_ns() + 2000000000ull;
-		pthread_mutex_lock(&qp->lock);
-		while ((qp->irq_head != qp->irq_tail || qp->irq_busy) && qp->state != UIW_QPS_ERR &&
-		       now_ns() < end) {
-			qp->tx_kick = qp->tx_wake = true;
-			pthread_cond_broadcast(&qp->cond);
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 20 * 1000 * 1000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
-		}
-		pthread_mutex_unlock(&qp->lock);
-	}
-	/* A send in flight may already be delivered: let it finish and
-	 * complete its WQEs before the rest is flushed (bounded: the peer may
-	 * have stopped reading). */
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 2;
-	bool tx_locked = pthread_mutex_timedlock(&qp->tx_lock, &ts) == 0;
 	pthread_mutex_lock(&qp->lock);
-	bool was_err = qp->state == UIW_QPS_ERR;
-	if (!was_err)
-		uiw_qp_flush_locked(qp);
-	qp->rx_ended = true; /* wakes uiw_accept waiting for the RTR */
+	bool local_err = qp->state == UIW_QPS_ERR;
+	if (r == -ECONNRESET)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_RESET);
+	else if (r == -ENODATA && !local_err)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TRUNCATED);
+	else if (r != -EBADMSG)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_LLP_ERROR);
+	pthread_mutex_unlock(&qp->lock);
+	if (r == -EBADMSG)
+		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_CRC));
+	else if (r == -ENODATA && !local_err)
+		uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_TCP_LOST));
+	else
+		qp->rx_state = RX_DONE;
+}
+
+/* The first FPDU of the connection arrived: a responder may send now
+ * (RFC 5044 §7.1.2: nothing before the initiator's first FPDU, the RTR in
+ * peer-to-peer mode), and uiw_accept stops waiting. */
+static void first_fpdu(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	qp->rx_seen_first = true;
+	qp->tx_gate_open = true;
 	pthread_cond_broadcast(&qp->cond);
 	pthread_mutex_unlock(&qp->lock);
-	if (tx_locked)
-		pthread_mutex_unlock(&qp->tx_lock);
-	/* RFC 5040 §6: the peer closed (or the stream broke): close our side */
-	if (qp->llp)
-		qp->llp->ops->shutdown_send(qp->llp);
-	pthread_mutex_lock(&qp->lock);
-	bool fatal = qp->local_fatal;
-	pthread_mutex_unlock(&qp->lock);
-	if (fatal)
-		uiw_qp_report(qp, UIW_QP_EV_FATAL); /* a send WR failed locally (tx.c) */
-	uiw_qp_report(qp, UIW_QP_EV_DISCONNECTED);
-	return NULL;
+	atomic_fetch_or(&qp->pending, PROG_TX);
+}
+
+/* See rdmap/internal.h. */
+void uiw_rx_reset(struct uiw_qp *qp)
+{
+	qp->rx_state = RX_HDR;
+	qp->rx_op = NULL;
+	for (int i = 0; i < RDMAP_NUM_QN; i++)
+		qp->rxq[i] = (struct ddp_queue){.msn = 1, .mo = 0};
+	qp->rx_send_active = false;
+	qp->rx_write_len = qp->rx_last_write_len = 0;
+	qp->rx_drain_end = qp->rx_stall_end = 0;
+}
+
+/* See rdmap/internal.h. */
+int uiw_rx_run(struct uiw_qp *qp, size_t budget)
+{
+	struct ddp_rx_seg *s = &qp->rx_seg;
+	uint64_t start = qp->mpa.rx_bytes;
+	struct uiw_term t;
+	for (;;) {
+		switch (qp->rx_state) {
+		case RX_DONE:
+			return 0;
+		case RX_DRAIN: {
+			/* read and drop; done at the peer's end of stream or the
+			 * drain time, but not before our Terminate is out (or
+			 * given up on: rx_drain_end is set then, progress.c) */
+			int r = mpa_rx_drain(&qp->mpa);
+			uint64_t end = qp->rx_drain_end;
+			if (!end || (r == -EAGAIN && uiw_now_ns() < end))
+				return -EAGAIN;
+			qp->rx_state = RX_DONE;
+			continue;
+		}
+		case RX_HDR: {
+			if (qp->mpa.rx_bytes - start >= budget) {
+				atomic_fetch_or(&qp->pending, PROG_RX);
+				return -EAGAIN;
+			}
+			int r = ddp_rx_header(&qp->mpa, s);
+			if (r == -EAGAIN)
+				return r;
+			if (r == 0) {
+				/* the peer's FIN at an FPDU boundary */
+				pthread_mutex_lock(&qp->lock);
+				uiw_qp_set_close_reason(qp, UIW_CLOSE_GRACEFUL);
+				pthread_mutex_unlock(&qp->lock);
+				qp->rx_state = RX_DONE;
+				continue;
+			}
+			if (r == -EPROTO && qp->mpa.rx_term == MPA_TERM_MARKER) {
+				/* RFC 5044 §5: a marker that does not point at the FPDU */
+				uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0, MPA_TERM_MARKER));
+				continue;
+			}
+			if (r == -EPROTO) {
+				uiw_terminate(qp, &TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED,
+							DDP_UNTAGGED_INVALID_MO));
+				continue;
+			}
+			if (r < 0) {
+				stream_failed(qp, r);
+				continue;
+			}
+			if (!qp->rx_seen_first) {
+				if (!rtr_matches(qp, s)) {
+					uiw_terminate(qp, &TERM(RDMAP_LAYER_LLP, 0,
+								MPA_TERM_NO_MATCHING_RTR));
+					continue;
+				}
+				first_fpdu(qp);
+			}
+			const struct rx_op *op = classify(qp, s, &t);
+			if (!op) {
+				uiw_terminate(qp, &t);
+				continue;
+			}
+			qp->rx_op = op;
+			if (op->begin(qp, s, &t) < 0) {
+				uiw_terminate(qp, &t);
+				continue;
+			}
+			qp->rx_state = RX_PLACE;
+			continue;
+		}
+		case RX_PLACE: {
+			const struct rx_op *op = qp->rx_op;
+			int r = ddp_place_run(&qp->mpa, &qp->rx_place);
+			if (r == -EAGAIN)
+				return r;
+			if (op && op->crc_ignore && (r == -EBADMSG || qp->rx_place.done >= 4))
+				r = 0; /* a Terminate: what arrived of it is enough */
+			if (r < 0) {
+				stream_failed(qp, r);
+				continue;
+			}
+			qp->rx_state = RX_FINISH;
+			continue;
+		}
+		case RX_FINISH: {
+			const struct rx_op *op = qp->rx_op;
+			int r = op ? op->finish(qp, s, &t) : send_rtr_finish(qp);
+			if (r == -EAGAIN)
+				return r;
+			if (r < 0) {
+				uiw_terminate(qp, &t);
+				continue;
+			}
+			qp->rx_state = r == RX_STOPPED ? RX_DONE : RX_HDR;
+			continue;
+		}
+		}
+	}
 }

@@ -1,11 +1,17 @@
-/* The send side of a QP: turns queued WRs and inbound Read Requests into
- * DDP messages (RFC 5040 §4.3-§4.6) gathered into one MPA batch, sent with
- * as few syscalls as the batch allows.
+/* The send side of a QP: turns queued WRs, the responses to inbound Read
+ * and Atomic Requests, and a Terminate into DDP messages (RFC 5040
+ * §4.3-§4.8) cut into one MPA batch after another, handed to the stream
+ * without blocking (mpa_tx_push) as many FPDUs per syscall as the batch
+ * holds. Runs in whoever holds the QP's progress lock (progress.c).
  *
- * Whoever holds tx_lock sends; a poster that finds it busy leaves its WRs
- * queued with tx_kick set and the holder picks them up before it lets go.
- * Send and RDMA Write WRs complete when their bytes are handed to the stream
- * (as in siw); an RDMA Read completes when its Read Response has arrived.
+ * A message is cut into segments until the batch is full; the next batch
+ * continues it. Sends and Writes are done when the batch holding their last
+ * segment is in the stream (as in siw, "work completion is local delivery
+ * to TCP"); a Read or an Atomic when its response has arrived (rx.c). A
+ * batch's completions are pushed right after the stream took it, before the
+ * same thread reads anything from the stream again, so the completion of a
+ * Send or Write is in its CQ no later than that of anything the peer sent
+ * in answer to it (as on an RNIC).
  */
 #include <endian.h>
 #include <errno.h>
@@ -19,13 +25,15 @@ static inline uint8_t rdmap_ctrl(enum rdmap_opcode op)
 	return (uint8_t)(RDMAP_VERSION << RDMAP_VERSION_SHIFT | op);
 }
 
-/* Is there something the send side may do now? qp->lock held. */
-static bool tx_has_work(struct uiw_qp *qp)
+static bool needs_orq(enum uiw_wr_opcode op)
 {
-	if (qp->state == UIW_QPS_ERR || qp->tx_stop)
-		return false;
-	if (qp->irq_head != qp->irq_tail)
-		return true;
+	return op == UIW_WR_RDMA_READ || op == UIW_WR_ATOMIC_CMP_AND_SWP ||
+	       op == UIW_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* May the SQ WQE at sq_next go now? qp->lock held. */
+static bool sq_ready(struct uiw_qp *qp)
+{
 	if (qp->sq_next == qp->sq_tail)
 		return false;
 	struct sq_wqe *w = &qp->sq[qp->sq_next & (qp->sq_size - 1)];
@@ -37,49 +45,132 @@ static bool tx_has_work(struct uiw_qp *qp)
 		return false;
 	if ((w->wr.flags & UIW_SEND_FENCE) && qp->orq_head != qp->orq_tail)
 		return false;
-	bool needs_orq = w->wr.opcode == UIW_WR_RDMA_READ ||
-			 w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
-			 w->wr.opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
-	if (needs_orq &&
+	if (needs_orq(w->wr.opcode) &&
 	    (qp->orq_tail - qp->orq_head >= qp->ord || qp->orq_tail - qp->orq_head >= qp->orq_size))
 		return false;
 	return true;
 }
 
-/* Appends one SQ WQE's message to the batch. qp->lock not held. */
-static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
+/* Sets up txm for the response at irq_next. qp->lock held. */
+static void start_irq(struct uiw_qp *qp)
 {
-	struct ddp_msg m = {.iov = w->iov, .niov = w->niov, .len = w->len};
-	static __thread struct iovec v;
+	struct txm *t = &qp->txm;
+	uint32_t idx = qp->irq_next++;
+	struct irq_entry *e = &qp->irq[idx % qp->irq_size];
+	memset(t, 0, sizeof(*t));
+	t->kind = TXM_IRQ;
+	t->idx = idx;
+	if (e->kind == IRQ_ATOMIC) {
+		/* RFC 7306 §5.3: the Atomic Response on QN 3 */
+		e->v.iov_base = &e->aresp;
+		e->v.iov_len = sizeof(e->aresp);
+		t->m = (struct ddp_msg){.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_RESP),
+					.qn = RDMAP_QN_ATOMIC_RESP,
+					.msn = qp->tx_msn[RDMAP_QN_ATOMIC_RESP]++,
+					.iov = &e->v,
+					.niov = 1,
+					.len = sizeof(e->aresp)};
+		return;
+	}
+	/* RFC 5040 §4.5: the Read Response, tagged, into the requester's sink */
+	e->v.iov_base = e->src_ptr;
+	e->v.iov_len = e->size;
+	t->m = (struct ddp_msg){.tagged = true,
+				.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_RESP),
+				.stag = e->sink_stag,
+				.to = e->sink_to,
+				.iov = &e->v,
+				.niov = e->size ? 1 : 0,
+				.len = e->size};
+}
+
+/* Sets up txm for the SQ WQE at sq_next (which sq_ready allowed), or
+ * executes it when it puts nothing on the wire. Returns false when the WQE
+ * failed locally (the connection ends, tx_fail). qp->lock held. */
+static bool start_sq(struct uiw_qp *qp)
+{
+	struct txm *t = &qp->txm;
+	uint32_t idx = qp->sq_next++;
+	struct sq_wqe *w = &qp->sq[idx & (qp->sq_size - 1)];
+	if (w->wr.opcode == UIW_WR_BIND_MW || w->wr.opcode == UIW_WR_LOCAL_INV) {
+		/* local: takes effect in order, nothing on the wire */
+		w->status = uiw_mem_local_op(qp->pd, &w->wr);
+		w->st = WQE_DONE;
+	}
+	if (w->st == WQE_DONE) {
+		/* failed at post (bad lkey, sink access) or a local operation:
+		 * a failure ends the connection */
+		if (w->status != UIW_WC_SUCCESS)
+			return false;
+		if (qp->tx_sq_end == idx)
+			qp->tx_sq_end = idx + 1;
+		return true;
+	}
+	memset(t, 0, sizeof(*t));
+	t->kind = TXM_SQ;
+	t->idx = idx;
+	struct ddp_msg *m = &t->m;
+	m->iov = w->iov;
+	m->niov = w->niov;
+	m->len = w->len;
 	switch (w->wr.opcode) {
-	case UIW_WR_RDMA_WRITE_WITH_IMM: {
+	case UIW_WR_RDMA_WRITE_WITH_IMM:
 		/* RFC 7306 §5.2: the Write, then Immediate Data on QN 0 */
-		m.tagged = true;
-		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
-		m.stag = w->wr.rkey;
-		m.to = w->wr.remote_addr;
-		int rc = ddp_send_message(&qp->mpa, qp->batch, &m);
-		if (rc)
-			return rc;
 		memset(w->imm, 0, sizeof(w->imm));
 		memcpy(w->imm, &w->wr.imm_data, 4);
-		v.iov_base = w->imm;
-		v.iov_len = sizeof(w->imm);
-		struct ddp_msg im = {.ulp_ctrl = rdmap_ctrl((w->wr.flags & UIW_SEND_SOLICITED)
-								? RDMAP_IMMEDIATE_SE
-								: RDMAP_IMMEDIATE),
-				     .qn = DDP_QN_SEND,
-				     .msn = msn,
-				     .iov = &v,
-				     .niov = 1,
-				     .len = sizeof(w->imm)};
-		return ddp_send_message(&qp->mpa, qp->batch, &im);
+		/* fall through */
+	case UIW_WR_RDMA_WRITE:
+		m->tagged = true;
+		m->ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
+		m->stag = w->wr.rkey;
+		m->to = w->wr.remote_addr;
+		break;
+	case UIW_WR_SEND:
+	case UIW_WR_SEND_WITH_INV: {
+		bool se = w->wr.flags & UIW_SEND_SOLICITED;
+		bool inv = w->wr.opcode == UIW_WR_SEND_WITH_INV;
+		enum rdmap_opcode op = inv ? (se ? RDMAP_SEND_SE_INV : RDMAP_SEND_INV)
+					   : (se ? RDMAP_SEND_SE : RDMAP_SEND);
+		m->ulp_ctrl = rdmap_ctrl(op);
+		m->ulp_rsvd = inv ? w->wr.invalidate_rkey : 0;
+		m->qn = DDP_QN_SEND;
+		m->msn = qp->tx_msn[DDP_QN_SEND]++;
+		break;
+	}
+	case UIW_WR_RDMA_READ: {
+		/* RFC 5040 §4.4: the Read Request body, kept in the WQE */
+		struct rdmap_read_req *rr = (void *)w->inl;
+		rr->sink_stag = htobe32(w->sge[0].lkey);
+		rr->sink_to = htobe64(w->sge[0].addr);
+		rr->read_size = htobe32((uint32_t)w->len);
+		rr->src_stag = htobe32(w->wr.rkey);
+		rr->src_to = htobe64(w->wr.remote_addr);
+		struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
+		*o = (struct orq_entry){.sq_idx = idx,
+					.sink_stag = w->sge[0].lkey,
+					.sink_to = w->sge[0].addr,
+					.size = (uint32_t)w->len};
+		m->ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_REQ);
+		m->qn = DDP_QN_READ_REQ;
+		m->msn = qp->tx_msn[DDP_QN_READ_REQ]++;
+		t->v.iov_base = rr;
+		t->v.iov_len = sizeof(*rr);
+		m->iov = &t->v;
+		m->niov = 1;
+		m->len = sizeof(*rr);
+		break;
 	}
 	case UIW_WR_ATOMIC_CMP_AND_SWP:
 	case UIW_WR_ATOMIC_FETCH_AND_ADD: {
-		/* RFC 7306 §5.3: the Atomic Request, kept in the WQE until sent */
+		/* RFC 7306 §5.3: the Atomic Request, kept in the WQE */
 		struct rdmap_atomic_req *ar = (void *)w->inl;
 		bool cas = w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP;
+		struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
+		*o = (struct orq_entry){.atomic = true,
+					.req_id = qp->tx_atomic_id++,
+					.result = w->iov[0].iov_base,
+					.sq_idx = idx};
+		w->req_id = o->req_id;
 		memset(ar, 0, sizeof(*ar));
 		ar->aopcode = htobe32(cas ? RDMAP_AOP_CMP_SWAP : RDMAP_AOP_FETCH_ADD);
 		ar->req_id = htobe32(w->req_id);
@@ -89,274 +180,274 @@ static int tx_wqe(struct uiw_qp *qp, struct sq_wqe *w, uint32_t msn)
 		ar->add_swap_mask = htobe64(cas ? ~0ull : 0);
 		ar->compare = htobe64(cas ? w->wr.compare_add : 0);
 		ar->compare_mask = htobe64(cas ? ~0ull : 0);
-		m.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_REQ);
-		m.qn = RDMAP_QN_ATOMIC_REQ;
-		m.msn = msn;
-		v.iov_base = ar;
-		v.iov_len = sizeof(*ar);
-		m.iov = &v;
-		m.niov = 1;
-		m.len = sizeof(*ar);
-		break;
-	}
-	case UIW_WR_RDMA_WRITE:
-		m.tagged = true;
-		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
-		m.stag = w->wr.rkey;
-		m.to = w->wr.remote_addr;
-		break;
-	case UIW_WR_SEND:
-	case UIW_WR_SEND_WITH_INV: {
-		bool se = w->wr.flags & UIW_SEND_SOLICITED;
-		bool inv = w->wr.opcode == UIW_WR_SEND_WITH_INV;
-		enum rdmap_opcode op = inv ? (se ? RDMAP_SEND_SE_INV : RDMAP_SEND_INV)
-					   : (se ? RDMAP_SEND_SE : RDMAP_SEND);
-		m.ulp_ctrl = rdmap_ctrl(op);
-		m.ulp_rsvd = inv ? w->wr.invalidate_rkey : 0;
-		m.qn = DDP_QN_SEND;
-		m.msn = msn;
-		break;
-	}
-	case UIW_WR_RDMA_READ: {
-		/* RFC 5040 §4.4: the Read Request body, kept in the WQE until sent */
-		struct rdmap_read_req *rr = (void *)w->inl;
-		rr->sink_stag = htobe32(w->sge[0].lkey);
-		rr->sink_to = htobe64(w->sge[0].addr);
-		rr->read_size = htobe32((uint32_t)w->len);
-		rr->src_stag = htobe32(w->wr.rkey);
-		rr->src_to = htobe64(w->wr.remote_addr);
-		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_REQ);
-		m.qn = DDP_QN_READ_REQ;
-		m.msn = msn;
-		v.iov_base = rr;
-		v.iov_len = sizeof(*rr);
-		m.iov = &v;
-		m.niov = 1;
-		m.len = sizeof(*rr);
+		m->ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_REQ);
+		m->qn = RDMAP_QN_ATOMIC_REQ;
+		m->msn = qp->tx_msn[RDMAP_QN_ATOMIC_REQ]++;
+		t->v.iov_base = ar;
+		t->v.iov_len = sizeof(*ar);
+		m->iov = &t->v;
+		m->niov = 1;
+		m->len = sizeof(*ar);
 		break;
 	}
 	default:
-		return -EINVAL;
+		break;
 	}
-	return ddp_send_message(&qp->mpa, qp->batch, &m);
+	w->st = WQE_SENT;
+	return true;
 }
 
-/* Sends until no work is left. tx_lock held. */
-static void tx_drain(struct uiw_qp *qp)
+/* The current message's segments all went into the batch. Write with
+ * Immediate continues with its Immediate Data. qp->lock held. */
+static void txm_done(struct uiw_qp *qp)
 {
-	for (;;) {
-		pthread_mutex_lock(&qp->lock);
-		if (!tx_has_work(qp)) {
-			pthread_mutex_unlock(&qp->lock);
+	struct txm *t = &qp->txm;
+	if (t->kind == TXM_SQ) {
+		struct sq_wqe *w = &qp->sq[t->idx & (qp->sq_size - 1)];
+		if (w->wr.opcode == UIW_WR_RDMA_WRITE_WITH_IMM && t->phase == 0) {
+			t->phase = 1;
+			t->v.iov_base = w->imm;
+			t->v.iov_len = sizeof(w->imm);
+			t->m = (struct ddp_msg){.ulp_ctrl =
+						    rdmap_ctrl((w->wr.flags & UIW_SEND_SOLICITED)
+								   ? RDMAP_IMMEDIATE_SE
+								   : RDMAP_IMMEDIATE),
+						.qn = DDP_QN_SEND,
+						.msn = qp->tx_msn[DDP_QN_SEND]++,
+						.iov = &t->v,
+						.niov = 1,
+						.len = sizeof(w->imm)};
+			t->pos = (struct ddp_txpos){0};
 			return;
 		}
-		uint32_t first = qp->sq_next, last = first;
-		struct irq_entry ir[8];
-		int nir = 0;
-		while (qp->irq_head != qp->irq_tail && nir < 8)
-			ir[nir++] = qp->irq[qp->irq_head++ % qp->irq_size];
-		qp->irq_busy += (uint32_t)nir; /* still counted against IRD */
-		/* take every sendable WQE now, up to one batch worth */
-		struct {
-			struct sq_wqe *w;
-			uint32_t msn;
-		} take[MPA_TX_MAX_FPDU];
-		int nt = 0;
-		bool local_fail = false;
-		while (nt < MPA_TX_MAX_FPDU && tx_has_work(qp) && qp->sq_next != qp->sq_tail) {
-			struct sq_wqe *w = &qp->sq[qp->sq_next & (qp->sq_size - 1)];
-			qp->sq_next++;
-			if (w->wr.opcode == UIW_WR_BIND_MW || w->wr.opcode == UIW_WR_LOCAL_INV) {
-				/* local: takes effect in order, nothing on the wire */
-				w->status = uiw_mem_local_op(qp->pd, &w->wr);
-				w->st = WQE_DONE;
-			}
-			if (w->st == WQE_DONE) {
-				/* failed at post (bad lkey, sink access) or a local
-				 * operation: a failure ends the connection */
-				if (w->status != UIW_WC_SUCCESS) {
-					local_fail = true;
-					break;
-				}
-				continue;
-			}
-			uint32_t msn = 0;
-			enum uiw_wr_opcode op = w->wr.opcode;
-			if (op == UIW_WR_RDMA_READ) {
-				struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
-				*o = (struct orq_entry){.sq_idx = qp->sq_next - 1,
-							.sink_stag = w->sge[0].lkey,
-							.sink_to = w->sge[0].addr,
-							.size = (uint32_t)w->len};
-				msn = qp->tx_msn[DDP_QN_READ_REQ]++;
-			} else if (op == UIW_WR_ATOMIC_CMP_AND_SWP ||
-				   op == UIW_WR_ATOMIC_FETCH_AND_ADD) {
-				struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
-				*o = (struct orq_entry){.atomic = true,
-							.req_id = qp->tx_atomic_id++,
-							.result = w->iov[0].iov_base,
-							.sq_idx = qp->sq_next - 1};
-				w->req_id = o->req_id;
-				msn = qp->tx_msn[RDMAP_QN_ATOMIC_REQ]++;
-			} else if (op != UIW_WR_RDMA_WRITE) {
-				msn = qp->tx_msn[DDP_QN_SEND]++;
-			}
-			w->st = WQE_SENT;
-			take[nt].w = w;
-			take[nt++].msn = msn;
-		}
-		last = qp->sq_next;
-		pthread_mutex_unlock(&qp->lock);
+		qp->tx_sq_end = t->idx + 1;
+	} else if (t->kind == TXM_IRQ) {
+		qp->tx_irq_end = t->idx + 1;
+	} else if (t->kind == TXM_TERM) {
+		qp->term_in_batch = true; /* term_sent once the batch is out */
+	}
+	t->kind = TXM_NONE;
+}
 
-		int rc = 0;
-		/* Read Responses first: the peer's Read is older than our new work */
-		for (int i = 0; i < nir && !rc; i++) {
-			if (ir[i].kind == IRQ_ATOMIC) {
-				/* RFC 7306 §5.3: the Atomic Response on QN 3 */
-				pthread_mutex_lock(&qp->lock);
-				uint32_t amsn = qp->tx_msn[RDMAP_QN_ATOMIC_RESP]++;
-				pthread_mutex_unlock(&qp->lock);
-				struct iovec av = {.iov_base = &ir[i].aresp,
-						   .iov_len = sizeof(ir[i].aresp)};
-				struct ddp_msg am = {.ulp_ctrl = rdmap_ctrl(RDMAP_ATOMIC_RESP),
-						     .qn = RDMAP_QN_ATOMIC_RESP,
-						     .msn = amsn,
-						     .iov = &av,
-						     .niov = 1,
-						     .len = sizeof(ir[i].aresp)};
-				rc = ddp_send_message(&qp->mpa, qp->batch, &am);
-				continue;
-			}
-			struct iovec v = {.iov_base = ir[i].src_ptr, .iov_len = ir[i].size};
-			struct ddp_msg m = {.tagged = true,
-					    .ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_RESP),
-					    .stag = ir[i].sink_stag,
-					    .to = ir[i].sink_to,
-					    .iov = &v,
-					    .niov = ir[i].size ? 1 : 0,
-					    .len = ir[i].size};
-			rc = ddp_send_message(&qp->mpa, qp->batch, &m);
-		}
-		for (int i = 0; i < nt && !rc; i++)
-			rc = tx_wqe(qp, take[i].w, take[i].msn);
-		if (!rc)
-			rc = mpa_tx_flush(&qp->mpa, qp->batch);
-		for (int i = 0; i < nir; i++)
-			uiw_mr_put(ir[i].src);
-
-		pthread_mutex_lock(&qp->lock);
-		/* the responses are in the stream (or the stream is dead): they
-		 * stop counting against IRD */
-		qp->irq_busy -= (uint32_t)nir;
-		if (nir)
-			pthread_cond_broadcast(&qp->cond);
-		if (rc) {
-			mpa_tx_begin(qp->batch);
-			if (qp->state != UIW_QPS_ERR)
-				uiw_qp_flush_locked(qp);
-			pthread_mutex_unlock(&qp->lock);
-			if (qp->llp)
-				qp->llp->ops->abort(qp->llp);
-			return;
-		}
+/* The batch went into the stream in full: what it finished is done.
+ * qp->lock held. */
+static void batch_done(struct uiw_qp *qp)
+{
+	if (qp->state != UIW_QPS_ERR) {
 		/* Sends and Writes are complete once handed to the stream */
-		for (uint32_t i = first; i != last; i++) {
-			if (i - qp->sq_head >= qp->sq_next - qp->sq_head)
-				continue; /* flushed meanwhile */
+		for (uint32_t i = qp->sq_head; i != qp->tx_sq_end && i != qp->sq_next; i++) {
 			struct sq_wqe *w = &qp->sq[i & (qp->sq_size - 1)];
-			bool waits = w->wr.opcode == UIW_WR_RDMA_READ ||
-				     w->wr.opcode == UIW_WR_ATOMIC_CMP_AND_SWP ||
-				     w->wr.opcode == UIW_WR_ATOMIC_FETCH_AND_ADD;
-			if (w->st == WQE_SENT && !waits)
+			if (w->st == WQE_SENT && !needs_orq(w->wr.opcode))
 				w->st = WQE_DONE;
 		}
 		uiw_sq_reap(qp);
-		if (local_fail && qp->state != UIW_QPS_ERR) {
-			/* A send WR failed locally (bad lkey, Local Invalidate or
-			 * Bind of an STag it may not touch). iWARP has no SQE
-			 * state: as siw (siw_qp_sq_process), the connection is
-			 * dropped without a Terminate (nothing the peer did is
-			 * wrong), the failing WR keeps its error status, every
-			 * later WR flushes, the QP goes to ERR and
-			 * UIW_QP_EV_FATAL is reported (by the rx thread). The WRs
-			 * before it were handed to the stream above. */
-			uiw_qp_set_close_reason(qp, UIW_CLOSE_LOCAL_ABORT);
-			qp->local_fatal = true;
-			uiw_qp_flush_locked(qp);
-			pthread_mutex_unlock(&qp->lock);
-			if (qp->llp)
-				qp->llp->ops->abort(qp->llp);
-			return;
-		}
-		pthread_mutex_unlock(&qp->lock);
 	}
+	/* responses in the stream stop counting against IRD (RFC 5040 §6.5);
+	 * a Read Request waiting for room may go on */
+	bool freed = false;
+	while (qp->irq_head != qp->tx_irq_end && qp->irq_head != qp->irq_next) {
+		struct irq_entry *e = &qp->irq[qp->irq_head % qp->irq_size];
+		uiw_mr_put(e->src);
+		e->src = NULL;
+		qp->irq_head++;
+		freed = true;
+	}
+	if (freed)
+		atomic_fetch_or(&qp->pending, PROG_RX);
 }
 
-void uiw_tx_progress(struct uiw_qp *qp)
+/* Fills the batch with segments: the current message first, then Read and
+ * Atomic Responses (the peer's requests are older than our new work), then
+ * the send queue. Returns 0, or -ECANCELED when a WQE failed locally.
+ * tx_lock holder. */
+static int tx_fill(struct uiw_qp *qp)
 {
-	for (int rounds = 0; rounds < 1000000; rounds++) {
-		if (pthread_mutex_trylock(&qp->tx_lock) != 0)
-			return; /* the holder re-checks for our work before letting go */
-		pthread_mutex_lock(&qp->lock);
-		qp->tx_kick = false;
-		pthread_mutex_unlock(&qp->lock);
-		tx_drain(qp);
-		pthread_mutex_unlock(&qp->tx_lock);
-		pthread_mutex_lock(&qp->lock);
-		bool again = qp->tx_kick && tx_has_work(qp);
-		pthread_mutex_unlock(&qp->lock);
-		if (!again)
-			return;
-	}
-}
-
-void *uiw_tx_thread(void *arg)
-{
-	struct uiw_qp *qp = arg;
-	pthread_mutex_lock(&qp->lock);
 	for (;;) {
-		while (!qp->tx_stop && !(qp->tx_wake && tx_has_work(qp))) {
-			qp->tx_wake = false;
-			pthread_cond_wait(&qp->cond, &qp->lock);
+		struct txm *t = &qp->txm;
+		if (t->kind == TXM_SQ) {
+			/* in ERR the rest of a WR's message is not sent: the WR
+			 * was flushed and its buffer is the application's again
+			 * (a Read Response, whose MR we hold, is finished) */
+			pthread_mutex_lock(&qp->lock);
+			if (qp->state == UIW_QPS_ERR)
+				t->kind = TXM_NONE;
+			pthread_mutex_unlock(&qp->lock);
 		}
-		if (qp->tx_stop)
-			break;
-		qp->tx_wake = false;
-		pthread_mutex_unlock(&qp->lock);
-		uiw_tx_progress(qp);
+		if (t->kind == TXM_NONE) {
+			pthread_mutex_lock(&qp->lock);
+			bool err = qp->state == UIW_QPS_ERR;
+			if (err && qp->term_queued && !qp->term_started) {
+				qp->term_started = true;
+				memset(t, 0, sizeof(*t));
+				t->kind = TXM_TERM;
+				t->v.iov_base = qp->term_payload;
+				t->v.iov_len = qp->term_len;
+				t->m = (struct ddp_msg){.ulp_ctrl = rdmap_ctrl(RDMAP_TERMINATE),
+							.qn = DDP_QN_TERMINATE,
+							.msn = qp->tx_msn[DDP_QN_TERMINATE]++,
+							.iov = &t->v,
+							.niov = 1,
+							.len = qp->term_len};
+			} else if (err) {
+				pthread_mutex_unlock(&qp->lock);
+				return 0;
+			} else if (qp->irq_next != qp->irq_tail) {
+				start_irq(qp);
+			} else if (sq_ready(qp)) {
+				if (!start_sq(qp)) {
+					qp->tx_fail = true;
+					pthread_mutex_unlock(&qp->lock);
+					return -ECANCELED;
+				}
+			}
+			pthread_mutex_unlock(&qp->lock);
+			if (t->kind == TXM_NONE) {
+				/* nothing (or a local WQE, retired in order) */
+				pthread_mutex_lock(&qp->lock);
+				bool more = !err && (qp->irq_next != qp->irq_tail || sq_ready(qp));
+				if (!mpa_tx_busy(&qp->mpa))
+					batch_done(qp);
+				pthread_mutex_unlock(&qp->lock);
+				if (!more)
+					return 0;
+				continue;
+			}
+		}
+		int r = ddp_tx_message(&qp->mpa, &t->m, &t->pos);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return 0; /* the batch is full */
 		pthread_mutex_lock(&qp->lock);
+		txm_done(qp);
+		pthread_mutex_unlock(&qp->lock);
 	}
-	pthread_mutex_unlock(&qp->lock);
-	return NULL;
 }
 
+/* A send WR failed locally (bad lkey, Local Invalidate or Bind of an STag
+ * it may not touch). iWARP has no SQE state: as siw (siw_qp_sq_process),
+ * the connection is dropped without a Terminate (nothing the peer did is
+ * wrong), the failing WR keeps its error status, every later WR flushes,
+ * the QP goes to ERR and UIW_QP_EV_FATAL is reported before DISCONNECTED.
+ * The WRs before it were handed to the stream first. */
+static void tx_local_failure(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state != UIW_QPS_ERR) {
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_LOCAL_ABORT);
+		qp->local_fatal = true;
+		uiw_qp_flush_locked(qp);
+	}
+	qp->aborted = true;
+	pthread_mutex_unlock(&qp->lock);
+	qp->stream->ops->abort(qp->stream);
+}
+
+/* See rdmap/internal.h. The ordering window (qp->tx_window) is open from
+ * just before a batch goes into the stream until its completions are
+ * pushed (rx.c waits for it to close before pushing the completion of
+ * something that may answer it). */
+int uiw_tx_run(struct uiw_qp *qp)
+{
+	struct mpa_conn *c = &qp->mpa;
+	int rc = 0;
+	/* A stream that took only part of a batch is pushed again once it
+	 * says it is writable (the engine's POLLOUT), not at every poll: the
+	 * kernel reports room when a good share is free, so each push moves a
+	 * good share (small pushes make small segments, expensive on both
+	 * ends). */
+	if (qp->want_out && !atomic_exchange(&qp->out_ready, false))
+		return 0;
+	qp->want_out = false;
+	for (int rounds = 0; rounds < 64; rounds++) {
+		if (mpa_tx_busy(c)) {
+			atomic_fetch_add(&qp->tx_window, 1);
+			int r = mpa_tx_push(c);
+			if (r == 1) {
+				pthread_mutex_lock(&qp->lock);
+				batch_done(qp);
+				pthread_mutex_unlock(&qp->lock);
+			}
+			atomic_fetch_sub(&qp->tx_window, 1);
+			if (r < 0) {
+				rc = r;
+				break;
+			}
+			if (r == 0) {
+				qp->want_out = true;
+				break;
+			}
+			if (qp->term_in_batch) {
+				qp->term_in_batch = false;
+				pthread_mutex_lock(&qp->lock);
+				qp->term_sent = true;
+				pthread_mutex_unlock(&qp->lock);
+				/* RFC 5040 §6.3: after the Terminate, the stream
+				 * closes; the receive side drains and finishes */
+				qp->stream->ops->shutdown_send(qp->stream);
+				atomic_fetch_or(&qp->pending, PROG_TIMER);
+				break;
+			}
+		}
+		if (qp->tx_fail) {
+			tx_local_failure(qp);
+			break;
+		}
+		int r = tx_fill(qp);
+		if (r == -ECANCELED)
+			continue; /* push what is before it, then fail */
+		if (r < 0) {
+			rc = r;
+			break;
+		}
+		if (!mpa_tx_busy(c))
+			break;
+	}
+	/* a fair share went out: what is built or queued goes on later */
+	if (!rc && !qp->want_out && mpa_tx_busy(c))
+		atomic_fetch_or(&qp->pending, PROG_TX);
+	/* SQD: the FIN follows the last queued message */
+	pthread_mutex_lock(&qp->lock);
+	bool fin = !rc && qp->closing && !qp->fin_sent && qp->state != UIW_QPS_ERR &&
+		   qp->sq_next == qp->sq_tail && qp->txm.kind == TXM_NONE && !mpa_tx_busy(c);
+	if (fin)
+		qp->fin_sent = true;
+	bool was_busy = qp->tx_busy;
+	qp->tx_busy = mpa_tx_busy(c);
+	bool closing_wait = was_busy && !qp->tx_busy && qp->phase == CONN_CLOSING;
+	pthread_mutex_unlock(&qp->lock);
+	if (fin)
+		qp->stream->ops->shutdown_send(qp->stream);
+	if (closing_wait)
+		atomic_fetch_or(&qp->pending, PROG_TIMER); /* the close waited for this batch */
+	return rc;
+}
+
+/* See rdmap/internal.h. RFC 6581 §4: a zero-length RDMA Write or Read
+ * Request with a non-zero STag (Chelsio refuses STag 0), or a zero-length
+ * Send, before any ULP data. The stream is not yet the engine's. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr)
 {
-	/* RFC 6581 §4: a zero-length RDMA Write or Read Request, with a
-	 * non-zero STag (Chelsio refuses STag 0), sent before any ULP data. */
 	struct ddp_msg m = {.tagged = false};
-	struct rdmap_read_req rr = {0};
-	struct iovec v = {.iov_base = &rr, .iov_len = sizeof(rr)};
+	struct rdmap_read_req *rr = (void *)qp->rtr_body;
+	struct iovec v = {.iov_base = rr, .iov_len = sizeof(*rr)};
 	if (rtr == MPA_RTR_WRITE) {
 		m.tagged = true;
 		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_WRITE);
 		m.stag = UIW_RTR_STAG;
 		m.to = 0;
 	} else if (rtr == MPA_RTR_READ) {
-		rr.src_stag = htobe32(UIW_RTR_STAG);
+		memset(rr, 0, sizeof(*rr));
+		rr->src_stag = htobe32(UIW_RTR_STAG);
 		m.ulp_ctrl = rdmap_ctrl(RDMAP_RDMA_READ_REQ);
 		m.qn = DDP_QN_READ_REQ;
 		m.iov = &v;
 		m.niov = 1;
-		m.len = sizeof(rr);
+		m.len = sizeof(*rr);
 		pthread_mutex_lock(&qp->lock);
 		m.msn = qp->tx_msn[DDP_QN_READ_REQ]++;
 		struct orq_entry *o = &qp->orq[qp->orq_tail++ % qp->orq_size];
-		o->sq_idx = UINT32_MAX;
-		o->sink_stag = 0;
-		o->sink_to = 0;
-		o->size = 0;
-		o->got = 0;
+		*o = (struct orq_entry){.sq_idx = UINT32_MAX};
 		pthread_mutex_unlock(&qp->lock);
 	} else if (rtr == MPA_RTR_SEND) {
 		/* a zero-length Send; the responder does not deliver it */
@@ -368,46 +459,11 @@ int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr)
 	} else {
 		return -EINVAL;
 	}
-	pthread_mutex_lock(&qp->tx_lock);
-	int rc = ddp_send_message(&qp->mpa, qp->batch, &m);
-	if (!rc)
-		rc = mpa_tx_flush(&qp->mpa, qp->batch);
-	pthread_mutex_unlock(&qp->tx_lock);
-	return rc;
-}
-
-/* Sends a Terminate message (RFC 5040 §4.8) if the send side can be had
- * within TERM_TX_WAIT_MS; best effort, as in siw. The QP is in ERR by now,
- * so the holder of tx_lock stops after the batch it is sending; that batch
- * may be blocked on a peer that does not read (Read Responses in flight
- * when it broke the IRD), hence the generous bound. */
-#define TERM_TX_WAIT_MS 2000
-int uiw_tx_send_terminate(struct uiw_qp *qp, const void *payload, size_t len)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += TERM_TX_WAIT_MS / 1000;
-	ts.tv_nsec += (TERM_TX_WAIT_MS % 1000) * 1000 * 1000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	if (pthread_mutex_timedlock(&qp->tx_lock, &ts) != 0)
-		return -EBUSY;
-	pthread_mutex_lock(&qp->lock);
-	uint32_t msn = qp->tx_msn[DDP_QN_TERMINATE]++;
-	pthread_mutex_unlock(&qp->lock);
-	struct iovec v = {.iov_base = (void *)payload, .iov_len = len};
-	struct ddp_msg m = {.ulp_ctrl = rdmap_ctrl(RDMAP_TERMINATE),
-			    .qn = DDP_QN_TERMINATE,
-			    .msn = msn,
-			    .iov = &v,
-			    .niov = 1,
-			    .len = len};
-	mpa_tx_begin(qp->batch);
-	int rc = ddp_send_message(&qp->mpa, qp->batch, &m);
-	if (!rc)
-		rc = mpa_tx_flush(&qp->mpa, qp->batch);
-	pthread_mutex_unlock(&qp->tx_lock);
+	struct ddp_txpos pos = {0};
+	int rc = ddp_tx_message(&qp->mpa, &m, &pos);
+	if (rc == 1)
+		rc = mpa_tx_push_wait(&qp->mpa, uiw_config_get()->mpa.timeout_ms);
+	else if (rc == 0)
+		rc = -ENOSPC;
 	return rc;
 }

@@ -879,12 +879,18 @@ int main(int argc, char **argv)
 	CHECK(!!(wi->flags & 0x40) == crc, "request C flag 0x%02x (UIWARP_MPA_CRC=%d)", wi->flags,
 	      crc);
 	CHECK(!(wr->flags & 0x20), "reply without R");
-	/* RFC 5044 §7.1: Res bits zero on send (uiwarp's RFC 7306 offer, if it
-	 * uses one, is only allowed when RFC 7306 was asked for) */
-	if (!want_7306)
-		CHECK((wi->flags & 0x0f) == 0 && (wr->flags & 0x0f) == 0,
-		      "reserved MPA flags zero (0x%02x/0x%02x)", wi->flags, wr->flags);
-	else if ((wi->flags | wr->flags) & 0x0f)
+	/* RFC 5044 §7.1: Res bits zero on send, but for uiwarp's RFC 7306
+	 * offer (0x01, only when RFC 7306 was asked for) and the large-FPDU
+	 * bit (0x08, siw's GSO bit, on unless UIWARP_MPA_LARGE_FPDU=0) */
+	const char *lf = getenv("UIWARP_MPA_LARGE_FPDU");
+	bool want_large = !(lf && !strcmp(lf, "0"));
+	uint8_t allowed = (want_7306 ? 0x01 : 0) | (want_large ? 0x08 : 0);
+	CHECK(((wi->flags | wr->flags) & 0x0f & ~allowed) == 0,
+	      "reserved MPA flags zero but 0x%02x (0x%02x/0x%02x)", allowed, wi->flags, wr->flags);
+	CHECK(!!(wi->flags & 0x08) == want_large && !!(wr->flags & 0x08) == want_large,
+	      "large-FPDU bit 0x08 %s in request and reply (0x%02x/0x%02x)",
+	      want_large ? "set" : "clear", wi->flags, wr->flags);
+	if ((wi->flags | wr->flags) & 0x01)
 		printf("NOTE [%s]: MPA reserved flag bits used: request 0x%02x reply 0x%02x\n",
 		       mode, wi->flags, wr->flags);
 	if (want_markers && !(wi->flags & 0x80)) {

@@ -75,8 +75,9 @@ fail=0
 if [ "$MODE" = tshark ]; then
 	# rping: Send (3) for the rkey/addr adverts, Read Request (1) + Read
 	# Response (2) for the ping, Write (0) for the pong.
+	# --two-pass: large FPDUs span segments (both ends announce them)
 	e2e_run "$PYTHON" "$E2E_SRC/tshark_check.py" "$PCAP" "$PORT" --min-fpdus $((4 * COUNT)) \
-		--opcodes 0,1,2,3 || fail=1
+		--two-pass --opcodes 0,1,2,3 || fail=1
 fi
 [ "$fail" = 0 ] || e2e_fail "rping over uiwarp ($MODE)"
 e2e_log "PASS"

@@ -4,7 +4,7 @@
     tshark_check.py PCAP PORT [--min-fpdus N] [--opcodes 0,1,2,3]
                     [--allow-terminate] [--verbose]
                     [--two-pass] [--crc on|off] [--markers any|on|off]
-                    [--min-markers N] [--rfc7306]
+                    [--min-markers N] [--rfc7306] [--large-fpdu on|off|any]
 
 Wireshark's iwarp_mpa dissector is a TCP heuristic (enabled by default):
 it recognises the connection by the MPA Request key and then decodes every
@@ -45,6 +45,8 @@ defaults keep the checks above unchanged):
                it could not decode are then counted, not failed (the
                in-process decoder of conf_roundtrip checks every marker).
   --markers off  no M flag, no marker decoded anywhere.
+  --large-fpdu the MPA Request/Reply must (on) / must not (off) carry the
+               large-FPDU bit 0x08 (mpa/mpa_wire.h); any: it may
   --rfc7306    RFC 7306 opcodes accepted: 0xA / 0xB (tshark 4.0 knows them:
                Atomic Request / Response) and 0x8 / 0x9 (Immediate Data,
                with SE: tshark 4.0 has no name for them); the MPA Res bit
@@ -203,6 +205,7 @@ def main():
     ap.add_argument("--markers", choices=("any", "on", "off"), default="any")
     ap.add_argument("--min-markers", type=int, default=1)
     ap.add_argument("--rfc7306", action="store_true")
+    ap.add_argument("--large-fpdu", choices=("on", "off", "any"), default="any")
     a = ap.parse_args()
     known_ops = dict(OPNAMES)
     if a.rfc7306:
@@ -319,8 +322,16 @@ def main():
             errors.append("MPA %s without M (markers), want markers" % k)
         if a.markers == "off" and flags[k] & 0x80:
             errors.append("MPA %s with M (markers), want none" % k)
-        if flags[k] & 0x0f and not a.rfc7306:
-            errors.append("MPA %s Res bits 0x%x set" % (k, flags[k] & 0x0f))
+        # reserved bits: 0x01 is uiwarp's RFC 7306 offer, 0x08 siw's
+        # large-FPDU (GSO) bit that uiwarp announces by default
+        # (mpa/mpa_wire.h); every other one must go out zero
+        allowed = 0x08 if a.large_fpdu != "off" else 0
+        if a.rfc7306:
+            allowed |= 0x01
+        if flags[k] & 0x0f & ~allowed:
+            errors.append("MPA %s Res bits 0x%x set" % (k, flags[k] & 0x0f & ~allowed))
+        if a.large_fpdu == "on" and not flags[k] & 0x08:
+            errors.append("MPA %s without the large-FPDU bit 0x08" % k)
     if a.markers == "off" and mk.total():
         errors.append("%d markers decoded, none negotiated" % mk.total())
     if a.markers == "on":

@@ -138,4 +138,74 @@ static inline size_t build_frame(uint8_t *out, const char *key, uint8_t flags, u
 	return 20u + pd_len;
 }
 
+/* ------------------------------------------------ blocking adapters
+ * The framing calls are non-blocking (mpa/mpa.h); the tests read them in
+ * order, so these wait (bounded: 5 s per call) for the stream to be ready
+ * and repeat a call that said -EAGAIN. */
+#ifdef UIWARP_MPA_H
+static inline void t_wait_in(struct mpa_conn *c)
+{
+	struct pollfd p = {.fd = c->s->fd, .events = POLLIN};
+	(void)poll(&p, 1, 50);
+}
+
+#define T_RETRY(c, call)                                                                           \
+	({                                                                                         \
+		__typeof__(call) _r = -EAGAIN;                                                     \
+		for (int _i = 0; _i < 100 && _r == -EAGAIN; _i++) {                                \
+			_r = (call);                                                               \
+			if (_r == -EAGAIN)                                                         \
+				t_wait_in(c);                                                      \
+		}                                                                                  \
+		_r;                                                                                \
+	})
+
+/* mpa_rx_begin until it is not -EAGAIN */
+static inline int t_rx_begin(struct mpa_conn *c, void *hdr, size_t hl)
+{
+	return T_RETRY(c, mpa_rx_begin(c, hdr, hl));
+}
+static inline int t_rx_small(struct mpa_conn *c, const struct iovec *v, int n, size_t len)
+{
+	return T_RETRY(c, mpa_rx_small(c, v, n, len));
+}
+static inline int t_rx_end(struct mpa_conn *c)
+{
+	return T_RETRY(c, mpa_rx_end(c));
+}
+/* places all len bytes (iov NULL: discards); 0 or the first error */
+static inline int t_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_t len)
+{
+	struct iovec v[32];
+	int nv = 0;
+	for (int i = 0; i < n && nv < 32; i++)
+		v[nv++] = iov[i];
+	size_t done = 0;
+	for (int k = 0; k < 100000 && done < len; k++) {
+		ssize_t r = mpa_rx_payload(c, iov ? v : NULL, nv, len - done);
+		if (r == -EAGAIN) {
+			t_wait_in(c);
+			continue;
+		}
+		if (r < 0)
+			return (int)r;
+		done += (size_t)r;
+		size_t adv = (size_t)r;
+		while (iov && nv && adv >= v[0].iov_len) {
+			adv -= v[0].iov_len;
+			memmove(v, v + 1, (size_t)(--nv) * sizeof(v[0]));
+		}
+		if (iov && nv) {
+			v[0].iov_base = (uint8_t *)v[0].iov_base + adv;
+			v[0].iov_len -= adv;
+		}
+	}
+	return done == len ? 0 : -ETIMEDOUT;
+}
+static inline int t_tx_flush(struct mpa_conn *c)
+{
+	return mpa_tx_push_wait(c, 5000);
+}
+#endif
+
 #endif

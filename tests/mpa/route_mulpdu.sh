@@ -1,6 +1,6 @@
 #!/bin/sh
 # The route-bounded MULPDU (RFC 5044 §6: MULPDU from the path's EMSS, every
-# FPDU in one TCP segment; mpa/llp_tcp.c:tcp_emss bounds the EMSS by the
+# FPDU in one TCP segment; stream/tcp.c:tcp_emss bounds the EMSS by the
 # route's path MTU from rtnetlink). Two network namespaces joined by a veth
 # (link MTU 1500), routes toward the other end with `mtu lock 1200`, TCP
 # timestamps off (so the kernel's MSS is 1160 while a segment on the path
@@ -59,6 +59,9 @@ for i in $(seq 1 50); do
 	grep -q "listening on" "$T/td.out" && break
 	sleep 0.1
 done
+# large FPDUs off (UIWARP_MPA_LARGE_FPDU=0): the hardware profile, where
+# every FPDU must fit one segment
+export UIWARP_MPA_LARGE_FPDU=0
 UIWARP_DEBUG=1 ip netns exec "$NB" timeout 30 "$EP" server 203.0.113.2 7471 >"$T/b.out" 2>"$T/b.err" &
 SB=$!
 sleep 0.3

@@ -128,10 +128,9 @@ static void ref_init(struct ref *r, size_t cap, bool crc)
 /* ------------------------------------------------- connections */
 
 struct link {
-	struct uiw_llp *a, *b; /* a sends, b receives */
+	struct uiw_stream *a, *b; /* a sends, b receives */
 	int afd, bfd;
 	struct mpa_conn ca, cb;
-	struct mpa_txbatch *batch;
 };
 
 static void link_up(struct link *k, bool crc, bool m_tx, bool m_rx)
@@ -143,17 +142,14 @@ static void link_up(struct link *k, bool crc, bool m_tx, bool m_rx)
 	assert_int_equal(tcp_pair(fds), 0);
 	k->afd = fds[0];
 	k->bfd = fds[1];
-	k->a = uiw_llp_tcp_wrap(fds[0]);
-	k->b = uiw_llp_tcp_wrap(fds[1]);
+	k->a = uiw_stream_tcp(fds[0]);
+	k->b = uiw_stream_tcp(fds[1]);
 	assert_non_null(k->a);
 	assert_non_null(k->b);
 	sock_timeouts(k->bfd, 5000);
 	sock_timeouts(k->afd, 5000);
 	assert_int_equal(mpa_conn_init(&k->ca, k->a, &na), 0);
 	assert_int_equal(mpa_conn_init(&k->cb, k->b, &nb), 0);
-	k->batch = malloc(sizeof(*k->batch));
-	assert_non_null(k->batch);
-	mpa_tx_begin(k->batch);
 }
 
 static void link_down(struct link *k)
@@ -162,7 +158,6 @@ static void link_down(struct link *k)
 	mpa_conn_fini(&k->cb);
 	k->a->ops->destroy(k->a);
 	k->b->ops->destroy(k->b);
-	free(k->batch);
 }
 
 /* A thread writing a buffer raw to a socket, so the reader never blocks
@@ -238,7 +233,7 @@ static void fill(uint8_t *p, size_t n, unsigned k)
  * EMSS mod 4); without, EMSS - (6 + EMSS mod 4). Also: the largest FPDU fits
  * EMSS octets whatever its start offset (markers included). */
 static int fake_emss_v;
-static int fake_emss(struct uiw_llp *l)
+static int fake_emss(struct uiw_stream *l)
 {
 	(void)l;
 	return fake_emss_v;
@@ -246,8 +241,8 @@ static int fake_emss(struct uiw_llp *l)
 
 static void test_mulpdu(void **state)
 {
-	static const struct uiw_llp_ops ops = {.emss = fake_emss};
-	struct uiw_llp l = {.ops = &ops, .fd = -1};
+	static const struct uiw_stream_ops ops = {.emss = fake_emss};
+	struct uiw_stream l = {.ops = &ops, .fd = -1};
 	static const int emss[] = {1460, 1448, 536, 8948, 9000, 65483, 1461, 1462, 1463};
 
 	(void)state;
@@ -307,15 +302,15 @@ static void test_tx_wire_bytes(void **state)
 			/* payload in up to three pieces, one empty */
 			struct iovec v[3] = {
 			    {pl, pn / 3}, {pl + pn / 3, 0}, {pl + pn / 3, pn - pn / 3}};
-			int rc = mpa_tx_fpdu(&k.ca, k.batch, hdr, hl, v, 3);
+			int rc = mpa_tx_fpdu(&k.ca, hdr, hl, v, 3);
 			if (rc == -ENOSPC) {
-				assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
-				rc = mpa_tx_fpdu(&k.ca, k.batch, hdr, hl, v, 3);
+				assert_int_equal(t_tx_flush(&k.ca), 0);
+				rc = mpa_tx_fpdu(&k.ca, hdr, hl, v, 3);
 			}
 			assert_int_equal(rc, 0);
 			ref_fpdu(&r, hdr, hl, pl, pn);
 			if (f % 5 == 4) {
-				assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+				assert_int_equal(t_tx_flush(&k.ca), 0);
 				/* read what is due so far and compare */
 				while (checked < r.len) {
 					size_t n = r.len - checked;
@@ -327,7 +322,7 @@ static void test_tx_wire_bytes(void **state)
 				}
 			}
 		}
-		assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+		assert_int_equal(t_tx_flush(&k.ca), 0);
 		while (checked < r.len) {
 			size_t n = r.len - checked;
 			if (n > sizeof(got))
@@ -363,8 +358,8 @@ static void test_tx_first_fpdu(void **state)
 	link_up(&k, true, true, false);
 	fill(hdr, sizeof(hdr), 1);
 	fill(pl, sizeof(pl), 2);
-	assert_int_equal(mpa_tx_fpdu(&k.ca, k.batch, hdr, sizeof(hdr), &v, 1), 0);
-	assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+	assert_int_equal(mpa_tx_fpdu(&k.ca, hdr, sizeof(hdr), &v, 1), 0);
+	assert_int_equal(t_tx_flush(&k.ca), 0);
 	/* 2 + 1200 + pad 2 + CRC 4 = 1208, plus 3 markers */
 	assert_int_equal(raw_read(k.bfd, got, 1220), 0);
 	static const uint8_t m0[4] = {0, 0, 0, 0}, m1[4] = {0, 0, 0x01, 0xfc},
@@ -390,28 +385,26 @@ static void rx_check(struct mpa_conn *c, unsigned f, size_t hl, size_t pn, int m
 	uint8_t hdr[32], want[32];
 	static uint8_t buf[70000], exp[70000];
 
-	assert_int_equal(mpa_rx_begin(c, hdr, 14), (int)(hl + pn));
-	if (hl > 14)
-		assert_int_equal(mpa_rx_more(c, hdr + 14, hl - 14), 0);
+	assert_int_equal(t_rx_begin(c, hdr, hl), (int)(hl + pn));
 	fill(want, hl, f + 1000);
 	assert_memory_equal(hdr, want, hl);
 	fill(exp, pn, f);
 	memset(buf, 0xee, pn + 1);
 	if (mode == 0 && pn <= MPA_RX_SMALL_MAX) {
 		struct iovec v[2] = {{buf, pn / 2}, {buf + pn / 2, pn - pn / 2}};
-		assert_int_equal(mpa_rx_small(c, v, 2, pn), 0);
+		assert_int_equal(t_rx_small(c, v, 2, pn), 0);
 	} else if (mode == 2) {
-		assert_int_equal(mpa_rx_payload(c, NULL, 0, pn), 0);
-		assert_int_equal(mpa_rx_end(c), 0);
+		assert_int_equal(t_rx_payload(c, NULL, 0, pn), 0);
+		assert_int_equal(t_rx_end(c), 0);
 		return;
 	} else {
 		size_t a = pn / 3;
 		struct iovec v1 = {buf, a}, v2[2] = {{buf + a, 5 < pn - a ? 5 : pn - a},
 						     {buf + a + (5 < pn - a ? 5 : pn - a), 0}};
 		v2[1].iov_len = pn - a - v2[0].iov_len;
-		assert_int_equal(mpa_rx_payload(c, &v1, 1, a), 0);
-		assert_int_equal(mpa_rx_payload(c, v2, 2, pn - a), 0);
-		assert_int_equal(mpa_rx_end(c), 0);
+		assert_int_equal(t_rx_payload(c, &v1, 1, a), 0);
+		assert_int_equal(t_rx_payload(c, v2, 2, pn - a), 0);
+		assert_int_equal(t_rx_end(c), 0);
 	}
 	assert_memory_equal(buf, exp, pn);
 	assert_int_equal(buf[pn], 0xee);
@@ -451,7 +444,7 @@ static void test_rx_strip(void **state)
 		assert_int_equal(k.cb.rx_off, r.pos);
 		k.a->ops->shutdown_send(k.a);
 		uint8_t h[14];
-		assert_int_equal(mpa_rx_begin(&k.cb, h, 14), 0);
+		assert_int_equal(t_rx_begin(&k.cb, h, 14), 0);
 		free(r.buf);
 		link_down(&k);
 	}
@@ -474,14 +467,14 @@ static void test_round_trip(void **state)
 			fill(hdr, hl, f + 1000);
 			fill(pl, pn, f);
 			struct iovec v = {pl, pn};
-			int rc = mpa_tx_fpdu(&k.ca, k.batch, hdr, hl, &v, 1);
+			int rc = mpa_tx_fpdu(&k.ca, hdr, hl, &v, 1);
 			if (rc == -ENOSPC) {
-				assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
-				rc = mpa_tx_fpdu(&k.ca, k.batch, hdr, hl, &v, 1);
+				assert_int_equal(t_tx_flush(&k.ca), 0);
+				rc = mpa_tx_fpdu(&k.ca, hdr, hl, &v, 1);
 			}
 			assert_int_equal(rc, 0);
 			/* payload memory is referenced: flush before reuse */
-			assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+			assert_int_equal(t_tx_flush(&k.ca), 0);
 		}
 		for (unsigned f = base; f < base + 100; f++) {
 			size_t hl = seq_hdr(f), pn = seq_payload(f, k.ca.mulpdu - hl);
@@ -530,12 +523,12 @@ static int rx_verdict(int crc, unsigned bad_marker, void (*mutate)(uint8_t *m), 
 	for (unsigned f = 0; f < 8 && !verdict; f++) {
 		uint8_t h[14];
 		struct iovec v = {buf, 1300};
-		int rc = mpa_rx_begin(&k.cb, h, 14);
+		int rc = t_rx_begin(&k.cb, h, 14);
 		if (rc != 1314) {
 			verdict = rc;
 			break;
 		}
-		verdict = mpa_rx_small(&k.cb, &v, 1, 1300);
+		verdict = t_rx_small(&k.cb, &v, 1, 1300);
 		if (!verdict)
 			assert_memory_equal(buf, (fill(pl, 1300, f), pl), 1300);
 	}
@@ -624,16 +617,16 @@ static void test_rx_crc_direct(void **state)
 	r.buf[9000] ^= 1;
 	writer_start(&w, k.afd, r.buf, r.len);
 	struct iovec v = {buf, sizeof(buf)};
-	assert_int_equal(mpa_rx_begin(&k.cb, h, 14), 14 + (int)sizeof(pl));
-	assert_int_equal(mpa_rx_payload(&k.cb, &v, 1, sizeof(pl)), 0);
-	assert_int_equal(mpa_rx_end(&k.cb), -EBADMSG);
+	assert_int_equal(t_rx_begin(&k.cb, h, 14), 14 + (int)sizeof(pl));
+	assert_int_equal(t_rx_payload(&k.cb, &v, 1, sizeof(pl)), 0);
+	assert_int_equal(t_rx_end(&k.cb), -EBADMSG);
 	assert_int_equal(k.cb.rx_term, MPA_TERM_CRC);
 	writer_join(&w);
 	free(r.buf);
 	link_down(&k);
 }
 
-/* A batch emptied with mpa_tx_begin (never sent) does not move the stream
+/* A batch emptied with mpa_tx_drop (never sent) does not move the stream
  * offset: the next FPDU's markers are where the receiver expects them. */
 static void test_tx_discarded_batch(void **state)
 {
@@ -645,14 +638,14 @@ static void test_tx_discarded_batch(void **state)
 	link_up(&k, true, true, true);
 	fill(hdr, 14, 1000);
 	fill(pl, sizeof(pl), 0);
-	assert_int_equal(mpa_tx_fpdu(&k.ca, k.batch, hdr, 14, &v, 1), 0);
-	assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
-	assert_int_equal(mpa_tx_fpdu(&k.ca, k.batch, hdr, 14, &v, 1), 0);
-	mpa_tx_begin(k.batch); /* dropped */
+	assert_int_equal(mpa_tx_fpdu(&k.ca, hdr, 14, &v, 1), 0);
+	assert_int_equal(t_tx_flush(&k.ca), 0);
+	assert_int_equal(mpa_tx_fpdu(&k.ca, hdr, 14, &v, 1), 0);
+	mpa_tx_drop(&k.ca); /* dropped */
 	fill(hdr, 14, 1001);
 	fill(pl, sizeof(pl), 1);
-	assert_int_equal(mpa_tx_fpdu(&k.ca, k.batch, hdr, 14, &v, 1), 0);
-	assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+	assert_int_equal(mpa_tx_fpdu(&k.ca, hdr, 14, &v, 1), 0);
+	assert_int_equal(t_tx_flush(&k.ca), 0);
 	rx_check(&k.cb, 0, 14, sizeof(pl), 0);
 	rx_check(&k.cb, 1, 14, sizeof(pl), 1);
 	link_down(&k);
@@ -670,8 +663,8 @@ static void test_markers_off_unchanged(void **state)
 	link_up(&k, true, false, false);
 	fill(hdr, 14, 1);
 	fill(pl, sizeof(pl), 2);
-	assert_int_equal(mpa_tx_fpdu(&k.ca, k.batch, hdr, 14, &v, 1), 0);
-	assert_int_equal(mpa_tx_flush(&k.ca, k.batch), 0);
+	assert_int_equal(mpa_tx_fpdu(&k.ca, hdr, 14, &v, 1), 0);
+	assert_int_equal(t_tx_flush(&k.ca), 0);
 	assert_int_equal(raw_read(k.bfd, got, 2 + 2014 + 4), 0);
 	assert_int_equal(got[0], 2014 >> 8);
 	assert_int_equal(got[1], 2014 & 0xff);

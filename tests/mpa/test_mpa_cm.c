@@ -19,7 +19,7 @@
 /* One loopback connection: ini is our initiator end; resp is the other end,
  * used either through our responder or raw through rfd. */
 struct conn {
-	struct uiw_llp *ini, *resp;
+	struct uiw_stream *ini, *resp;
 	int rfd;
 };
 
@@ -30,8 +30,8 @@ static int setup(void **state)
 
 	if (!c || tcp_pair(fds) < 0)
 		return -1;
-	c->ini = uiw_llp_tcp_wrap(fds[0]);
-	c->resp = uiw_llp_tcp_wrap(fds[1]);
+	c->ini = uiw_stream_tcp(fds[0]);
+	c->resp = uiw_stream_tcp(fds[1]);
 	if (!c->ini || !c->resp)
 		return -1;
 	c->rfd = fds[1];
@@ -53,7 +53,7 @@ static int teardown(void **state)
 /* ------------------------------------------------- our responder (thread) */
 
 struct peer {
-	struct uiw_llp *llp;
+	struct uiw_stream *llp;
 	struct mpa_config cfg;
 	uint16_t ird, ord;
 	bool reject;
@@ -531,9 +531,10 @@ static void test_rev1_raw(void **state)
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 8, 8, "ok", 2, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 22), 0);
 	{
-		static const uint8_t exp[22] = {'M',  'P',  'A',  ' ',	'I', 'D', ' ', 'R',
-						'e',  'p',  ' ',  'F',	'r', 'a', 'm', 'e',
-						0x40, 0x01, 0x00, 0x02, 'o', 'k'};
+		static const uint8_t exp[22] = {'M', 'P', 'A', ' ', 'I', 'D', ' ', 'R', 'e', 'p',
+						' ', 'F', 'r', 'a', 'm', 'e',
+						/* C, and the default large-FPDU bit */
+						0x48, 0x01, 0x00, 0x02, 'o', 'k'};
 
 		assert_memory_equal(got, exp, 22);
 	}
@@ -590,7 +591,7 @@ static void test_crc_required(void **state)
 	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, NULL, NULL), -EPROTO);
 	/* crc_required alone still puts C in the request */
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_ENHANCED);
+	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_ENHANCED | MPA_FLAG_LARGE_FPDU);
 }
 
 static void test_crc_required_vs_our_responder(void **state)
@@ -618,7 +619,7 @@ static void test_request_layout(void **state)
 	uint8_t frame[64], got[64];
 	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
 	static const uint8_t exp[27] = {'M',  'P',  'A',  ' ',	'I',  'D',  ' ', 'R',  'e',
-					'q',  ' ',  'F',  'r',	'a',  'm',  'e', 0x50, 0x02,
+					'q',  ' ',  'F',  'r',	'a',  'm',  'e', 0x58, 0x02,
 					0x00, 0x07, 0x80, 0x01, 0xc0, 0x01, 'x', 'y',  'z'};
 	size_t n;
 
@@ -643,7 +644,7 @@ static void test_reply_layout(void **state)
 	static const uint8_t word[4] = {0x80, 0x01, 0xc0, 0x01};
 	static const uint8_t exp[24] = {'M',  'P',  'A',  ' ',	'I',  'D',  ' ',  'R',
 					'e',  'p',  ' ',  'F',	'r',  'a',  'm',  'e',
-					0x50, 0x02, 0x00, 0x04, 0x80, 0x01, 0x80, 0x01};
+					0x58, 0x02, 0x00, 0x04, 0x80, 0x01, 0x80, 0x01};
 	size_t n;
 
 	mpa_config_default(&cfg);
@@ -738,7 +739,7 @@ static void test_no_read_beyond_reply(void **state)
 	       8);
 	assert_int_equal(raw_write(c->rfd, frame, n + 8), 0);
 	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, NULL, NULL), 0);
-	assert_int_equal(uiw_llp_recv_exact(c->ini, after, 8, 1000), 0);
+	assert_int_equal(uiw_stream_recv_exact(c->ini, after, 8, 1000), 0);
 	assert_memory_equal(after,
 			    "\x00\x0e"
 			    "FPDU..",
@@ -977,7 +978,7 @@ static void test_markers_wire(void **state)
 	assert_int_equal(raw_write(c->rfd, frame, n), 0);
 	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], 0xd0);
+	assert_int_equal(got[16], 0xd0 | MPA_FLAG_LARGE_FPDU);
 	assert_true(neg.markers_tx);
 	assert_true(neg.markers_rx);
 
@@ -987,7 +988,7 @@ static void test_markers_wire(void **state)
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
 	assert_memory_equal(got, MPA_KEY_REP, 16);
-	assert_int_equal(got[16], 0xd0);
+	assert_int_equal(got[16], 0xd0 | MPA_FLAG_LARGE_FPDU);
 	assert_true(neg.markers_tx);
 	assert_true(neg.markers_rx);
 }
@@ -1002,11 +1003,9 @@ static void test_markers_after_handshake(void **state)
 	struct mpa_negotiated neg;
 	struct peer p;
 	struct mpa_conn ci, cr;
-	struct mpa_txbatch *b = malloc(sizeof(*b));
 	static uint8_t pl[3000], got[3000];
 	uint8_t hdr[14] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, h[14];
 
-	assert_non_null(b);
 	mpa_config_default(&cfg);
 	cfg.markers = cfg.want_markers = true;
 	peer_init(&p, c);
@@ -1022,21 +1021,19 @@ static void test_markers_after_handshake(void **state)
 		struct iovec v = {pl, sizeof(pl)};
 
 		for (int f = 0; f < 3; f++) {
-			mpa_tx_begin(b);
-			assert_int_equal(mpa_tx_fpdu(tx, b, hdr, 14, &v, 1), 0);
-			assert_int_equal(mpa_tx_flush(tx, b), 0);
+			assert_int_equal(mpa_tx_fpdu(tx, hdr, 14, &v, 1), 0);
+			assert_int_equal(t_tx_flush(tx), 0);
 			struct iovec o = {got, sizeof(got)};
 			memset(got, 0, sizeof(got));
-			assert_int_equal(mpa_rx_begin(rx, h, 14), 14 + (int)sizeof(pl));
+			assert_int_equal(t_rx_begin(rx, h, 14), 14 + (int)sizeof(pl));
 			assert_memory_equal(h, hdr, 14);
-			assert_int_equal(mpa_rx_small(rx, &o, 1, sizeof(pl)), 0);
+			assert_int_equal(t_rx_small(rx, &o, 1, sizeof(pl)), 0);
 			assert_memory_equal(got, pl, sizeof(pl));
 		}
 		assert_int_equal(rx->rx_off, tx->tx_off);
 	}
 	mpa_conn_fini(&ci);
 	mpa_conn_fini(&cr);
-	free(b);
 }
 
 /* uiwarp's RFC 7306 bit (reserved flag 0x01, mpa_wire.h): on/on -> both
@@ -1070,6 +1067,81 @@ static void test_rfc7306_bit(void **state)
 	}
 }
 
+/* siw's large-FPDU bit (reserved flag 0x08, mpa_wire.h): we announce it by
+ * default, in the Request and in the Reply (whatever the Request said), and
+ * send large FPDUs only to a peer whose frame has it, never with markers. */
+static void test_large_fpdu_bit(void **state)
+{
+	struct conn *c = *state;
+	struct mpa_config cfg;
+	struct mpa_params req;
+	struct mpa_negotiated neg;
+	uint8_t frame[64], got[64];
+	static const uint8_t word[4] = {0x80, 0x01, 0x80, 0x01};
+	size_t n;
+
+	mpa_config_default(&cfg);
+	assert_true(cfg.large_fpdu);
+	cfg.timeout_ms = 2000;
+	/* initiator: the peer announces it too -> large FPDUs */
+	n = build_frame(frame, MPA_KEY_REP, 0x58, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x58);
+	assert_true(neg.large_tx);
+	/* the peer does not (hardware, siw without try_gso) -> MSS-sized */
+	n = build_frame(frame, MPA_KEY_REP, 0x50, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_false(neg.large_tx);
+	/* turned off here: not announced, not used even if the peer has it */
+	cfg.large_fpdu = false;
+	n = build_frame(frame, MPA_KEY_REP, 0x58, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x50);
+	assert_false(neg.large_tx);
+	/* responder, default: announces it whatever the request said */
+	mpa_config_default(&cfg);
+	n = build_frame(frame, MPA_KEY_REQ, 0x50, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_false(req.large_fpdu);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x58);
+	assert_false(neg.large_tx);
+	n = build_frame(frame, MPA_KEY_REQ, 0x58, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_true(req.large_fpdu);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_true(neg.large_tx);
+	/* markers towards the peer: every FPDU fits a segment */
+	cfg.markers = true;
+	n = build_frame(frame, MPA_KEY_REQ, 0xd8, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_true(neg.markers_tx);
+	assert_false(neg.large_tx);
+	/* responder off: no bit, no large FPDUs */
+	mpa_config_default(&cfg);
+	cfg.large_fpdu = false;
+	n = build_frame(frame, MPA_KEY_REQ, 0x58, 2, word, 4);
+	assert_int_equal(raw_write(c->rfd, frame, n), 0);
+	assert_int_equal(mpa_recv_request(c->ini, 1000, &req), 0);
+	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
+	assert_int_equal(raw_read(c->rfd, got, 24), 0);
+	assert_int_equal(got[16], 0x50);
+	assert_false(neg.large_tx);
+}
+
 static void test_rfc7306_wire(void **state)
 {
 	struct conn *c = *state;
@@ -1088,7 +1160,7 @@ static void test_rfc7306_wire(void **state)
 	assert_int_equal(raw_write(c->rfd, frame, n), 0);
 	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], 0x50);
+	assert_int_equal(got[16], 0x50 | MPA_FLAG_LARGE_FPDU);
 	assert_false(neg.rfc7306);
 	/* on: 0x51 in the Request */
 	cfg.rfc7306 = true;
@@ -1096,7 +1168,7 @@ static void test_rfc7306_wire(void **state)
 	assert_int_equal(raw_write(c->rfd, frame, n), 0);
 	assert_int_equal(mpa_initiate(c->ini, &cfg, 1, 1, NULL, 0, NULL, &neg, NULL), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], 0x51);
+	assert_int_equal(got[16], 0x51 | MPA_FLAG_LARGE_FPDU);
 	assert_true(neg.rfc7306);
 	/* responder on, request without it: reply 0x50 */
 	n = build_frame(frame, MPA_KEY_REQ, 0x50, 2, word, 4);
@@ -1105,7 +1177,7 @@ static void test_rfc7306_wire(void **state)
 	assert_false(req.rfc7306);
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], 0x50);
+	assert_int_equal(got[16], 0x50 | MPA_FLAG_LARGE_FPDU);
 	assert_false(neg.rfc7306);
 	/* responder on, request with it: reply 0x51 */
 	n = build_frame(frame, MPA_KEY_REQ, 0x51, 2, word, 4);
@@ -1114,7 +1186,7 @@ static void test_rfc7306_wire(void **state)
 	assert_true(req.rfc7306);
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], 0x51);
+	assert_int_equal(got[16], 0x51 | MPA_FLAG_LARGE_FPDU);
 	assert_true(neg.rfc7306);
 	/* a reject never carries it */
 	assert_int_equal(mpa_send_reject(c->ini, &req, NULL, 0), 0);
@@ -1180,7 +1252,7 @@ static void test_rev1_request_markers(void **state)
 	assert_int_equal(req.pd_len, 2);
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 4, 4, NULL, 0, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 20), 0);
-	assert_int_equal(got[16], MPA_FLAG_CRC);
+	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_LARGE_FPDU);
 	assert_int_equal(got[17], 1);
 	assert_int_equal(got[19], 0);
 	assert_true(raw_quiet(c->rfd, 20));
@@ -1213,7 +1285,7 @@ static void test_crc_required_responder(void **state)
 	assert_false(req.crc);
 	assert_int_equal(mpa_send_accept(c->ini, &cfg, &req, 1, 1, NULL, 0, &neg), 0);
 	assert_int_equal(raw_read(c->rfd, got, 24), 0);
-	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_ENHANCED);
+	assert_int_equal(got[16], MPA_FLAG_CRC | MPA_FLAG_ENHANCED | MPA_FLAG_LARGE_FPDU);
 	assert_true(neg.crc);
 }
 
@@ -1299,6 +1371,7 @@ int main(void)
 	    T(test_markers_wire),
 	    T(test_markers_after_handshake),
 	    cmocka_unit_test(test_rfc7306_bit),
+	    T(test_large_fpdu_bit),
 	    T(test_rfc7306_wire),
 	    T(test_rev_above_2),
 	    T(test_rev1_request_markers),

@@ -1,0 +1,579 @@
+/* Who makes progress on a QP's stream, and the connection's close.
+ *
+ * No thread belongs to a QP. Progress on a QP is made by whichever thread
+ * gets there first (uiw_progress), one thread per direction at a time: the
+ * receive side (read and place what arrived, complete it; the close) under
+ * qp->rx_lock, the send side (what is queued) under qp->tx_lock:
+ *  - a thread posting WRs sends them itself, right away (wq.c);
+ *  - a thread polling a CQ drives that CQ's QPs (cq.c), so a busy-polling
+ *    application receives its completions with no thread woken up;
+ *  - the engine, one thread per process, waits in epoll (edge-triggered) on
+ *    the streams of every connected QP and on their deadlines, and makes
+ *    progress when nobody else does: the passive side of an RDMA Write or
+ *    Read, a completion channel sleeper, a stream that was full.
+ * A thread that finds a lock taken leaves its work in qp->pending; the
+ * holder takes it on before letting go, and what it cannot finish within
+ * its budget goes to the engine, so no work is lost and no thread waits on
+ * another one's syscall. Both directions run at once in two threads when
+ * there is work for both (a Read Responder sending while it receives).
+ *
+ * The engine thread blocks every signal (a library must not change which
+ * thread a process's signals reach) and is started on the first connection
+ * (not before: fork-safe until then).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmap/internal.h"
+
+/* Bytes one pass of a thread reads from one QP's stream before it lets
+ * others have a turn (a poster's job is to post). */
+#define BUDGET_POSTER (256u * 1024)
+#define BUDGET_POLLER (1024u * 1024)
+#define BUDGET_ENGINE (1024u * 1024)
+/* A graceful close waits this long for what must still go out. */
+#define CLOSE_WAIT_NS (2000ull * 1000 * 1000)
+/* After a Terminate went out, read what the peer still sends this long. */
+#define TERM_DRAIN_NS (500ull * 1000 * 1000)
+
+struct uiw_engine {
+	pthread_mutex_t lock;
+	pthread_cond_t cycled;
+	int epfd, evfd;
+	pthread_t thread;
+	bool started;
+	uint64_t cycles; /* completed epoll cycles (lock) */
+	struct uiw_qp *kick_head, *kick_tail;
+	struct uiw_qp **dl; /* QPs with a deadline */
+	int ndl, capdl;
+};
+
+static struct uiw_engine engine = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .cycled = PTHREAD_COND_INITIALIZER,
+    .epfd = -1,
+    .evfd = -1,
+};
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* See rdmap/internal.h. */
+uint64_t uiw_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------- close and events */
+
+/* Reports the events a pass left due, in the order verbs users expect. */
+static void report_due(struct uiw_qp *qp, unsigned due)
+{
+	static const enum uiw_qp_event order[] = {UIW_QP_EV_TERMINATE, UIW_QP_EV_FATAL,
+						  UIW_QP_EV_DISCONNECTED};
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (due & (1u << order[i]))
+			uiw_qp_report(qp, order[i]);
+}
+
+/* Stops the engine and the CQ pollers from looking at the stream (the QP
+ * stays registered for uiw_engine_detach's bookkeeping). */
+static void quiet(struct uiw_qp *qp)
+{
+	int fd = uiw_stream_fd(qp->stream);
+	pthread_mutex_lock(&engine.lock);
+	if (qp->registered) {
+		(void)epoll_ctl(engine.epfd, EPOLL_CTL_DEL, fd, NULL);
+		qp->registered = false;
+	}
+	pthread_mutex_unlock(&engine.lock);
+	uiw_cq_watch_stream(qp->scq, qp, fd, false);
+	if (qp->rcq != qp->scq)
+		uiw_cq_watch_stream(qp->rcq, qp, fd, false);
+}
+
+/* The connection is over: flush what is left, close our half, report
+ * (FATAL first when a send WR failed locally) DISCONNECTED. RFC 5040 §6.
+ * rx_lock holder. */
+static void finalize(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state != UIW_QPS_ERR)
+		uiw_qp_flush_locked(qp);
+	qp->rx_ended = true; /* wakes uiw_accept waiting for the RTR */
+	qp->phase = CONN_CLOSED;
+	pthread_cond_broadcast(&qp->cond);
+	bool fatal = qp->local_fatal;
+	pthread_mutex_unlock(&qp->lock);
+	qp->stream->ops->shutdown_send(qp->stream);
+	uiw_engine_deadline(qp, 0);
+	quiet(qp);
+	if (fatal)
+		uiw_qp_event_due(qp, UIW_QP_EV_FATAL);
+	uiw_qp_event_due(qp, UIW_QP_EV_DISCONNECTED);
+}
+
+/* Aborts the stream (both directions): nothing more is waited for. */
+static void stream_abort(struct uiw_qp *qp)
+{
+	qp->stream->ops->abort(qp->stream);
+	pthread_mutex_lock(&qp->lock);
+	qp->aborted = true;
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* Receiving is over (the peer's FIN, a reset, a Terminate either way, a
+ * local abort): finish what may still go out, bounded by CLOSE_WAIT_NS. A
+ * graceful end still sends the responses to Read Requests the peer sent
+ * before its FIN; otherwise only the batch the stream has started on.
+ * rx_lock holder; the send side says PROG_TIMER when it is done. */
+static void closing(struct uiw_qp *qp)
+{
+	uint64_t now = uiw_now_ns();
+	if (qp->phase == CONN_OPEN) {
+		pthread_mutex_lock(&qp->lock);
+		qp->phase = CONN_CLOSING;
+		pthread_mutex_unlock(&qp->lock);
+		qp->close_by_ns = now + CLOSE_WAIT_NS;
+		uiw_engine_deadline(qp, qp->close_by_ns);
+		atomic_fetch_or(&qp->pending, PROG_TX);
+	}
+	pthread_mutex_lock(&qp->lock);
+	bool wait = !qp->aborted &&
+		    (qp->tx_busy || (qp->state != UIW_QPS_ERR && qp->irq_head != qp->irq_tail));
+	pthread_mutex_unlock(&qp->lock);
+	if (wait && now < qp->close_by_ns)
+		return;
+	finalize(qp);
+}
+
+/* After a Terminate of ours: the receive side drains until the peer
+ * closes, or TERM_DRAIN_NS after the Terminate went out, or CLOSE_WAIT_NS
+ * when it cannot go out (rx.c stops draining at rx_drain_end). rx_lock
+ * holder. */
+static void terminate_clock(struct uiw_qp *qp)
+{
+	uint64_t now = uiw_now_ns();
+	if (!qp->close_by_ns) {
+		qp->close_by_ns = now + CLOSE_WAIT_NS;
+		uiw_engine_deadline(qp, qp->close_by_ns);
+	}
+	if (qp->rx_drain_end)
+		return;
+	pthread_mutex_lock(&qp->lock);
+	bool sent = qp->term_sent;
+	if (sent)
+		qp->stats.terminates_sent++;
+	pthread_mutex_unlock(&qp->lock);
+	if (sent) {
+		qp->rx_drain_end = now + TERM_DRAIN_NS;
+		uiw_engine_deadline(qp, qp->rx_drain_end);
+	} else if (now >= qp->close_by_ns) {
+		qp->rx_drain_end = now;
+	}
+}
+
+/* The receive side's pass. rx_lock holder. */
+static void rx_pass(struct uiw_qp *qp, enum prog_role role)
+{
+	pthread_mutex_lock(&qp->lock);
+	enum conn_phase phase = qp->phase;
+	bool term = qp->term_queued;
+	pthread_mutex_unlock(&qp->lock);
+	if (phase != CONN_OPEN && phase != CONN_CLOSING)
+		return;
+	size_t budget = role == ROLE_ENGINE   ? BUDGET_ENGINE
+			: role == ROLE_POLLER ? BUDGET_POLLER
+					      : BUDGET_POSTER;
+	if (term)
+		terminate_clock(qp);
+	if (qp->rx_state != RX_DONE) {
+		(void)uiw_rx_run(qp, budget);
+		pthread_mutex_lock(&qp->lock);
+		term = qp->term_queued;
+		pthread_mutex_unlock(&qp->lock);
+		if (term)
+			terminate_clock(qp); /* a Terminate of ours, perhaps found just now */
+	}
+	if (term && qp->rx_state == RX_DONE && !qp->term_closed) {
+		/* RFC 5040 §6.3: the Terminate is out (or given up on) and the
+		 * peer's last bytes were read: close */
+		qp->term_closed = true;
+		stream_abort(qp);
+		uiw_qp_event_due(qp, UIW_QP_EV_TERMINATE);
+	}
+	if (qp->rx_state == RX_DONE)
+		closing(qp);
+}
+
+/* The send side failed (the stream broke): flush and abort; the receive
+ * side finds out and ends the connection. tx_lock holder. */
+static void tx_failed(struct uiw_qp *qp)
+{
+	pthread_mutex_lock(&qp->lock);
+	if (qp->state != UIW_QPS_ERR)
+		uiw_qp_flush_locked(qp);
+	qp->tx_busy = false;
+	pthread_mutex_unlock(&qp->lock);
+	mpa_tx_drop(&qp->mpa);
+	stream_abort(qp);
+	atomic_fetch_or(&qp->pending, PROG_RX);
+}
+
+/* The send side's pass. tx_lock holder. */
+static void tx_pass(struct uiw_qp *qp)
+{
+	if (!qp->stream)
+		return;
+	if (uiw_tx_run(qp) < 0)
+		tx_failed(qp);
+}
+
+/* Runs one side's pass if its lock is free; the holder of a taken lock
+ * picks the work up from qp->pending. A poster waits for the send side
+ * instead (its holder never blocks): a WR posted by a thread that then
+ * waits for its completion is sent, and completed, by that thread before
+ * its post returns. Returns whether it ran. */
+static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
+{
+	bool rx = bits & (PROG_RX | PROG_TIMER);
+	pthread_mutex_t *l = rx ? &qp->rx_lock : &qp->tx_lock;
+	if (!rx && role == ROLE_POSTER)
+		pthread_mutex_lock(l);
+	else if (pthread_mutex_trylock(l) != 0)
+		return false;
+	atomic_fetch_and(&qp->pending, ~bits);
+	unsigned due = 0;
+	if (rx) {
+		rx_pass(qp, role);
+		due = qp->ev_due;
+		qp->ev_due = 0;
+	} else {
+		tx_pass(qp);
+	}
+	pthread_mutex_unlock(l);
+	if (due)
+		report_due(qp, due);
+	return true;
+}
+
+/* See rdmap/internal.h. */
+void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
+{
+	if (what)
+		atomic_fetch_or(&qp->pending, what);
+	bool ran = false;
+	for (int round = 0; round < 3; round++) {
+		unsigned w = atomic_load(&qp->pending);
+		if (!w && !(round == 0 && role == ROLE_POSTER))
+			return;
+		ran = false;
+		/* send first: what was posted goes out before we read more; a
+		 * poster always takes the send side (when its post returns,
+		 * the WRs went out, by it or by the holder it waited for) */
+		if ((w & PROG_TX) || (round == 0 && role == ROLE_POSTER))
+			ran |= side(qp, PROG_TX, role);
+		if (w & (PROG_RX | PROG_TIMER))
+			ran |= side(qp, PROG_RX | PROG_TIMER, role);
+		if (!ran)
+			return; /* the holders take it on before they let go */
+	}
+	/* more than a fair share: the engine goes on with what is left */
+	if (atomic_load(&qp->pending))
+		uiw_engine_kick(qp, 0);
+}
+
+/* ------------------------------------------------------------- the engine */
+
+static void dl_remove_locked(struct uiw_qp *qp)
+{
+	int i = qp->dl_index;
+	if (i < 0)
+		return;
+	struct uiw_qp *last = engine.dl[--engine.ndl];
+	engine.dl[i] = last;
+	last->dl_index = i;
+	qp->dl_index = -1;
+	qp->deadline_ns = 0;
+}
+
+/* See rdmap/internal.h. The engine wakes at the earliest deadline. */
+void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
+{
+	pthread_mutex_lock(&engine.lock);
+	bool wake = false;
+	if (!at_ns) {
+		dl_remove_locked(qp);
+	} else {
+		if (qp->dl_index < 0) {
+			if (engine.ndl == engine.capdl) {
+				int ncap = engine.capdl ? 2 * engine.capdl : 16;
+				struct uiw_qp **n = realloc(engine.dl, (size_t)ncap * sizeof(*n));
+				if (!n) {
+					pthread_mutex_unlock(&engine.lock);
+					return; /* progress still comes with the stream's events */
+				}
+				engine.dl = n;
+				engine.capdl = ncap;
+			}
+			qp->dl_index = engine.ndl;
+			engine.dl[engine.ndl++] = qp;
+		}
+		wake = !qp->deadline_ns || at_ns < qp->deadline_ns;
+		if (!qp->deadline_ns || at_ns < qp->deadline_ns)
+			qp->deadline_ns = at_ns;
+	}
+	bool started = engine.started;
+	pthread_mutex_unlock(&engine.lock);
+	if (wake && started && !pthread_equal(pthread_self(), engine.thread)) {
+		uint64_t one = 1;
+		(void)!write(engine.evfd, &one, sizeof(one));
+	}
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_kick(struct uiw_qp *qp, unsigned what)
+{
+	if (what)
+		atomic_fetch_or(&qp->pending, what);
+	pthread_mutex_lock(&engine.lock);
+	bool wake = false;
+	if (engine.started && !qp->kicked && qp->eng) {
+		qp->kicked = true;
+		qp->kick_next = NULL;
+		if (engine.kick_tail)
+			engine.kick_tail->kick_next = qp;
+		else
+			engine.kick_head = qp;
+		engine.kick_tail = qp;
+		wake = true;
+	}
+	pthread_mutex_unlock(&engine.lock);
+	if (wake && !pthread_equal(pthread_self(), engine.thread)) {
+		uint64_t one = 1;
+		(void)!write(engine.evfd, &one, sizeof(one));
+	}
+}
+
+/* Milliseconds until the earliest deadline (rounded up), -1 if none, 0 if
+ * something is kicked. engine.lock held. */
+static int next_timeout_locked(uint64_t now)
+{
+	if (engine.kick_head)
+		return 0;
+	uint64_t min = 0;
+	for (int i = 0; i < engine.ndl; i++)
+		if (!min || engine.dl[i]->deadline_ns < min)
+			min = engine.dl[i]->deadline_ns;
+	if (!min)
+		return -1;
+	if (min <= now)
+		return 0;
+	uint64_t ms = (min - now + 999999) / 1000000;
+	return ms > 60000 ? 60000 : (int)ms;
+}
+
+static void *engine_main(void *arg)
+{
+	(void)arg;
+	struct epoll_event ev[64];
+	int spin_us = uiw_config_get()->spin_us;
+	for (;;) {
+		pthread_mutex_lock(&engine.lock);
+		int tmo = next_timeout_locked(uiw_now_ns());
+		pthread_mutex_unlock(&engine.lock);
+		int n = 0;
+		if (spin_us && tmo != 0) {
+			/* UIWARP_SPIN_US: look again and again before sleeping */
+			uint64_t end = uiw_now_ns() + (uint64_t)spin_us * 1000;
+			do
+				n = epoll_wait(engine.epfd, ev, 64, 0);
+			while (n == 0 && uiw_now_ns() < end);
+		}
+		if (n == 0)
+			n = epoll_wait(engine.epfd, ev, 64, tmo);
+		for (int i = 0; i < n; i++) {
+			if (!ev[i].data.ptr) {
+				uint64_t v;
+				(void)!read(engine.evfd, &v, sizeof(v));
+				continue;
+			}
+			unsigned what = 0;
+			if (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+				what |= PROG_RX;
+			/* the socket is writable at nearly every event: only
+			 * a send side waiting for room wants to hear it */
+			struct uiw_qp *q = ev[i].data.ptr;
+			if ((ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) &&
+			    atomic_load(&q->want_out)) {
+				atomic_store(&q->out_ready, true);
+				what |= PROG_TX;
+			}
+			uiw_progress(ev[i].data.ptr, what, ROLE_ENGINE);
+		}
+		/* kicked QPs: take the list as it is now (kicks from here on
+		 * wait for the next cycle) */
+		pthread_mutex_lock(&engine.lock);
+		struct uiw_qp *k = engine.kick_head;
+		engine.kick_head = engine.kick_tail = NULL;
+		for (struct uiw_qp *q = k; q; q = q->kick_next)
+			q->kicked = false;
+		pthread_mutex_unlock(&engine.lock);
+		while (k) {
+			struct uiw_qp *next = k->kick_next;
+			uiw_progress(k, PROG_RX | PROG_TX, ROLE_ENGINE);
+			k = next;
+		}
+		/* deadlines that passed */
+		uint64_t now = uiw_now_ns();
+		for (int pass = 0; pass < 64; pass++) {
+			struct uiw_qp *due = NULL;
+			pthread_mutex_lock(&engine.lock);
+			for (int i = 0; i < engine.ndl; i++) {
+				if (engine.dl[i]->deadline_ns <= now) {
+					due = engine.dl[i];
+					dl_remove_locked(due);
+					break;
+				}
+			}
+			pthread_mutex_unlock(&engine.lock);
+			if (!due)
+				break;
+			uiw_progress(due, PROG_TIMER | PROG_RX | PROG_TX, ROLE_ENGINE);
+		}
+		pthread_mutex_lock(&engine.lock);
+		engine.cycles++;
+		pthread_cond_broadcast(&engine.cycled);
+		pthread_mutex_unlock(&engine.lock);
+	}
+	return NULL;
+}
+
+/* After fork the child has no engine thread: start afresh there. */
+static void engine_atfork_child(void)
+{
+	if (engine.epfd >= 0)
+		close(engine.epfd);
+	if (engine.evfd >= 0)
+		close(engine.evfd);
+	engine.epfd = engine.evfd = -1;
+	engine.started = false;
+	engine.kick_head = engine.kick_tail = NULL;
+	engine.ndl = 0;
+	pthread_mutex_init(&engine.lock, NULL);
+	pthread_cond_init(&engine.cycled, NULL);
+}
+
+static void engine_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, engine_atfork_child);
+}
+
+/* Starts the engine thread with every signal blocked. engine.lock held. */
+static int engine_start_locked(void)
+{
+	if (engine.started)
+		return 0;
+	pthread_once(&atfork_once, engine_register_atfork);
+	engine.epfd = epoll_create1(EPOLL_CLOEXEC);
+	engine.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (engine.epfd < 0 || engine.evfd < 0)
+		goto fail;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, engine.evfd, &ev) < 0)
+		goto fail;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&engine.thread, NULL, engine_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto fail;
+	pthread_detach(engine.thread);
+	engine.started = true;
+	return 0;
+fail:
+	if (engine.epfd >= 0)
+		close(engine.epfd);
+	if (engine.evfd >= 0)
+		close(engine.evfd);
+	engine.epfd = engine.evfd = -1;
+	return -EAGAIN;
+}
+
+/* See rdmap/internal.h. */
+int uiw_engine_attach(struct uiw_qp *qp)
+{
+	int fd = uiw_stream_fd(qp->stream);
+	pthread_mutex_lock(&engine.lock);
+	int rc = engine_start_locked();
+	if (!rc) {
+		qp->eng = &engine;
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+					 .data.ptr = qp};
+		if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			rc = -errno;
+		else
+			qp->registered = true;
+	}
+	pthread_mutex_unlock(&engine.lock);
+	if (rc)
+		return rc;
+	uiw_cq_watch_stream(qp->scq, qp, fd, true);
+	if (qp->rcq != qp->scq)
+		uiw_cq_watch_stream(qp->rcq, qp, fd, true);
+	uiw_engine_kick(qp, PROG_RX | PROG_TX);
+	return 0;
+}
+
+/* See rdmap/internal.h. An epoll_wait that began before the QP left the
+ * set may still hand it out: wait for the engine's cycle to end. */
+void uiw_engine_detach(struct uiw_qp *qp)
+{
+	int fd = qp->stream ? uiw_stream_fd(qp->stream) : -1;
+	pthread_mutex_lock(&engine.lock);
+	if (!qp->eng) {
+		pthread_mutex_unlock(&engine.lock);
+		return;
+	}
+	if (qp->registered && fd >= 0)
+		(void)epoll_ctl(engine.epfd, EPOLL_CTL_DEL, fd, NULL);
+	qp->registered = false;
+	dl_remove_locked(qp);
+	if (qp->kicked) {
+		struct uiw_qp **pp = &engine.kick_head, *prev = NULL;
+		while (*pp && *pp != qp) {
+			prev = *pp;
+			pp = &(*pp)->kick_next;
+		}
+		if (*pp) {
+			*pp = qp->kick_next;
+			if (engine.kick_tail == qp)
+				engine.kick_tail = prev;
+		}
+		qp->kicked = false;
+	}
+	qp->eng = NULL;
+	bool wait = engine.started && !pthread_equal(pthread_self(), engine.thread);
+	uint64_t c = engine.cycles;
+	pthread_mutex_unlock(&engine.lock);
+	if (fd >= 0) {
+		uiw_cq_watch_stream(qp->scq, qp, fd, false);
+		if (qp->rcq != qp->scq)
+			uiw_cq_watch_stream(qp->rcq, qp, fd, false);
+	}
+	if (!wait)
+		return;
+	uint64_t one = 1;
+	(void)!write(engine.evfd, &one, sizeof(one));
+	pthread_mutex_lock(&engine.lock);
+	while (engine.cycles == c && engine.started)
+		pthread_cond_wait(&engine.cycled, &engine.lock);
+	pthread_mutex_unlock(&engine.lock);
+}

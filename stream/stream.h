@@ -1,0 +1,125 @@
+/* The byte stream under MPA (RFC 5044 §2 calls it the LLP): one reliable,
+ * ordered, full-duplex stream behind one small table of operations.
+ *
+ * Nothing above this header knows the stream is a socket: MPA frames on it,
+ * the engine waits for it through uiw_stream_fd() (readiness) and never
+ * touches the descriptor otherwise. Today the stream is a kernel TCP socket
+ * (stream/tcp.c); a TLS stream implements the same operations.
+ *
+ * Every operation is non-blocking: a stream that cannot take or give a byte
+ * now answers -EAGAIN, and the caller waits for readiness (POLLIN / POLLOUT
+ * on the descriptor, or rx_buffered() > 0 for a stream that holds decoded
+ * bytes of its own). The blocking helpers at the end (connection setup and
+ * tests) wait with poll() and a deadline.
+ */
+#ifndef UIWARP_STREAM_H
+#define UIWARP_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct uiw_stream;
+
+struct uiw_stream_ops {
+	/* Hands up to the sum of iov[0..n) bytes to the stream without
+	 * blocking. Returns the count accepted (> 0; fewer than offered when
+	 * the stream is full), -EAGAIN when it takes nothing now, or -errno
+	 * (-EPIPE, -ECONNRESET, ...). */
+	ssize_t (*sendv)(struct uiw_stream *s, const struct iovec *iov, int n);
+	/* Takes up to the sum of iov[0..n) bytes without blocking. Returns
+	 * the count (> 0), 0 at the orderly end of the stream, -EAGAIN when
+	 * nothing is there now, or -errno (-ECONNRESET: the peer reset). */
+	ssize_t (*recvv)(struct uiw_stream *s, const struct iovec *iov, int n);
+	/* Bytes the stream already holds for recvv beyond what its descriptor
+	 * shows as readable (a TLS record decoded ahead); 0 for TCP. */
+	size_t (*rx_buffered)(struct uiw_stream *s);
+	/* Effective maximum segment size in bytes (RFC 5044 §4.1's EMSS), or
+	 * -errno. */
+	int (*emss)(struct uiw_stream *s);
+	/* Half-closes the send direction (graceful close: TCP FIN). */
+	void (*shutdown_send)(struct uiw_stream *s);
+	/* Aborts both directions: later calls fail, a waiter on the descriptor
+	 * wakes up. The descriptor stays valid until destroy. */
+	void (*abort)(struct uiw_stream *s);
+	/* Releases the stream (closes the socket). */
+	void (*destroy)(struct uiw_stream *s);
+};
+
+struct uiw_stream {
+	const struct uiw_stream_ops *ops;
+	int fd; /* what readiness is waited on; owned by the stream */
+};
+
+static inline ssize_t uiw_stream_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	return s->ops->sendv(s, iov, n);
+}
+static inline ssize_t uiw_stream_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	return s->ops->recvv(s, iov, n);
+}
+static inline int uiw_stream_fd(const struct uiw_stream *s)
+{
+	return s->fd;
+}
+
+/* ------------------------------------------------------------------ TCP */
+
+/* Socket options uiwarp applies to its TCP sockets (from the engine's
+ * configuration, docs/configuration.md). */
+struct uiw_tcp_opts {
+	char cc[16]; /* TCP_CONGESTION, "" for the system's */
+	int maxseg;  /* TCP_MAXSEG in bytes, 0 for the path's */
+};
+
+/* Wraps a connected TCP socket: sets O_NONBLOCK and TCP_NODELAY (best
+ * effort: a socketpair in a test has no TCP options). Returns the stream,
+ * which owns fd from then on, or NULL with errno EBADF (fd < 0) or ENOMEM
+ * (the caller still owns fd). RFC 5044 §2. */
+struct uiw_stream *uiw_stream_tcp(int fd);
+
+/* Applies o (congestion control, MSS clamp) to a TCP socket; NULL o does
+ * nothing. Errors are ignored (an unknown algorithm keeps the default). */
+void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o);
+
+/* A connected TCP socket to dst (from src when not NULL, SO_REUSEADDR),
+ * within timeout_ms. A refused connect (nothing listens yet) is retried
+ * with backoff (1, 2, 4 .. 64 ms) for up to retry_ms. Returns the socket
+ * (non-blocking, CLOEXEC) or -errno: -ECONNREFUSED, -ETIMEDOUT,
+ * -EHOSTUNREACH, -ENETUNREACH, ... */
+int uiw_tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,
+		    int retry_ms, const struct uiw_tcp_opts *o);
+
+/* A listening TCP socket on addr (SO_REUSEADDR; an IPv6 address also takes
+ * IPv4 unless v6only), backlog connections (<= 0: 64). Returns the socket
+ * (non-blocking, CLOEXEC) or -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
+		   const struct uiw_tcp_opts *o);
+
+/* --------------------------------------------- blocking helpers (setup) */
+
+/* Waits until the stream can take bytes (POLLOUT) or has some (POLLIN,
+ * or rx_buffered), at most timeout_ms (< 0: no limit). Returns the
+ * revents (> 0), -ETIMEDOUT, or -errno. */
+int uiw_stream_wait(struct uiw_stream *s, short events, int timeout_ms);
+
+/* Sends every byte of iov[0..n), waiting for room, within timeout_ms
+ * (< 0: no limit). Returns 0, -ETIMEDOUT, or -errno from the stream. */
+int uiw_stream_send_all(struct uiw_stream *s, const struct iovec *iov, int n, int timeout_ms);
+
+/* Reads exactly len bytes into buf within timeout_ms (< 0: no limit; the
+ * bound covers the whole read). Returns 0, -ETIMEDOUT, -ECONNRESET (the
+ * stream ended first) or -errno. Used for the MPA Request/Reply frames
+ * (RFC 5044 §7.1), which must be read exactly. */
+int uiw_stream_recv_exact(struct uiw_stream *s, void *buf, size_t len, int timeout_ms);
+
+/* Receives up to the sum of iov[0..n) bytes, waiting at most timeout_ms
+ * (< 0: no limit) for the first. Returns the count, 0 at end of stream,
+ * -ETIMEDOUT or -errno. */
+ssize_t uiw_stream_recv_wait(struct uiw_stream *s, const struct iovec *iov, int n, int timeout_ms);
+
+#endif

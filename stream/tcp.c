@@ -1,0 +1,388 @@
+/* The byte stream as a kernel TCP socket (RFC 5044 §2: the LLP), and the
+ * TCP socket calls of connection setup (connect, listen, options).
+ *
+ * The socket is always non-blocking: sendv and recvv take or give what the
+ * kernel has room or bytes for and say -EAGAIN otherwise; whoever drives
+ * the stream waits for readiness on the descriptor. TCP_NODELAY is on, so a
+ * batch of FPDUs goes out when it is handed over (the engine batches FPDUs
+ * itself). abort() is shutdown(SHUT_RDWR): a thread waiting on the
+ * descriptor wakes up, and the descriptor stays valid until destroy().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netlink/uiw_netlink.h"
+#include "stream/stream.h"
+
+/* Most iovecs handed to one sendmsg/recvmsg (the kernel's UIO_MAXIOV). */
+#define TCP_IOV_MAX 1024
+/* Consecutive EINTR before giving up (a bound; never reached in practice). */
+#define TCP_MAX_EINTR 1000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before deadline (>= 0), or -1 when timeout_ms < 0. */
+static int left_ms(int timeout_ms, int64_t deadline)
+{
+	if (timeout_ms < 0)
+		return -1;
+	int64_t left = deadline - now_ms();
+	return left > 0 ? (int)(left > INT_MAX ? INT_MAX : left) : 0;
+}
+
+static socklen_t sa_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* sendv: see stream/stream.h. MSG_NOSIGNAL: a closed peer gives -EPIPE,
+ * not SIGPIPE. */
+static ssize_t tcp_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct msghdr msg = {0};
+
+	if (n < 0 || (n > 0 && !iov))
+		return -EINVAL;
+	msg.msg_iov = (struct iovec *)(uintptr_t)iov; /* sendmsg only reads the array */
+	msg.msg_iovlen = (size_t)(n > TCP_IOV_MAX ? TCP_IOV_MAX : n);
+	for (int i = 0; i < TCP_MAX_EINTR; i++) {
+		ssize_t r = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r >= 0)
+			return r == 0 && n > 0 ? -EAGAIN : r;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+	return -EINTR;
+}
+
+/* recvv: see stream/stream.h. */
+static ssize_t tcp_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct msghdr msg = {0};
+
+	if (n < 0 || (n > 0 && !iov))
+		return -EINVAL;
+	msg.msg_iov = (struct iovec *)(uintptr_t)iov; /* recvmsg does not write the array */
+	msg.msg_iovlen = (size_t)(n > TCP_IOV_MAX ? TCP_IOV_MAX : n);
+	for (int i = 0; i < TCP_MAX_EINTR; i++) {
+		ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+		if (r >= 0)
+			return r;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+	return -EINTR;
+}
+
+static size_t tcp_rx_buffered(struct uiw_stream *s)
+{
+	(void)s;
+	return 0;
+}
+
+/* emss (RFC 5044 §4.1: MULPDU comes from the EMSS): TCP_MAXSEG in bytes
+ * (the kernel's current MSS, net of options), bounded by the payload one
+ * segment can carry on the route's path MTU (rtnetlink RTM_GETROUTE toward
+ * the peer from our address: a route's `mtu lock`, a learned PMTU or the
+ * output interface's MTU) when that lookup works; silently TCP_MAXSEG alone
+ * otherwise. With UIWARP_DEBUG set, says on stderr which bound won.
+ * Returns the EMSS or -errno. */
+static int tcp_emss(struct uiw_stream *s)
+{
+	int mss = 0;
+	socklen_t len = sizeof(mss);
+
+	if (getsockopt(s->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
+		return -errno;
+	int maxseg = mss;
+	unsigned int pmtu = 0, bound = 0;
+	struct sockaddr_storage peer, self;
+	socklen_t pl = sizeof(peer), sl = sizeof(self);
+	if (getpeername(s->fd, (struct sockaddr *)&peer, &pl) == 0 &&
+	    getsockname(s->fd, (struct sockaddr *)&self, &sl) == 0 &&
+	    (peer.ss_family == AF_INET || peer.ss_family == AF_INET6)) {
+		struct uiw_nl_route rt;
+		if (uiw_nl_route_get((struct sockaddr *)&peer, (struct sockaddr *)&self, &rt) ==
+		    0) {
+			pmtu = rt.path_mtu;
+			bound = uiw_nl_tcp_payload_bound(pmtu, peer.ss_family);
+			if (bound > 0 && bound < (unsigned int)mss)
+				mss = (int)bound;
+		}
+	}
+	const char *dbg = getenv("UIWARP_DEBUG");
+	if (dbg && *dbg && *dbg != '0')
+		fprintf(stderr,
+			"uiwarp: stream: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
+			"segment payload bound %u)\n",
+			mss, mss != maxseg ? "the route's path MTU" : "TCP_MAXSEG", maxseg, pmtu,
+			bound);
+	return mss;
+}
+
+static void tcp_shutdown_send(struct uiw_stream *s)
+{
+	(void)shutdown(s->fd, SHUT_WR);
+}
+
+static void tcp_abort(struct uiw_stream *s)
+{
+	(void)shutdown(s->fd, SHUT_RDWR);
+}
+
+static void tcp_destroy(struct uiw_stream *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		(void)close(s->fd);
+	free(s);
+}
+
+static const struct uiw_stream_ops tcp_ops = {
+    .sendv = tcp_sendv,
+    .recvv = tcp_recvv,
+    .rx_buffered = tcp_rx_buffered,
+    .emss = tcp_emss,
+    .shutdown_send = tcp_shutdown_send,
+    .abort = tcp_abort,
+    .destroy = tcp_destroy,
+};
+
+/* See stream/stream.h. */
+struct uiw_stream *uiw_stream_tcp(int fd)
+{
+	int one = 1, fl;
+
+	if (fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	struct uiw_stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	s->ops = &tcp_ops;
+	s->fd = fd;
+	return s;
+}
+
+/* See stream/stream.h. */
+void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
+{
+	if (!o)
+		return;
+	if (o->maxseg)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &o->maxseg, sizeof(o->maxseg));
+	if (o->cc[0])
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->cc,
+				 (socklen_t)strnlen(o->cc, sizeof(o->cc)));
+}
+
+/* A non-blocking TCP socket for dst's family, bound to src if given.
+ * Returns it or -errno. */
+static int tcp_socket(const struct sockaddr *src, const struct sockaddr *dst,
+		      const struct uiw_tcp_opts *o)
+{
+	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	uiw_tcp_apply_opts(fd, o);
+	if (src) {
+		int one = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, src, sa_len(src)) < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+	}
+	return fd;
+}
+
+/* Connects fd to dst within timeout_ms. Returns fd, or -errno after
+ * closing it. */
+static int tcp_connect_fd(int fd, const struct sockaddr *dst, int timeout_ms)
+{
+	if (connect(fd, dst, sa_len(dst)) < 0) {
+		if (errno != EINPROGRESS) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int r;
+		do
+			r = poll(&p, 1, timeout_ms);
+		while (r < 0 && errno == EINTR);
+		if (r == 0) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		int err = 0;
+		socklen_t l = sizeof(err);
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+		if (err) {
+			close(fd);
+			return -err;
+		}
+	}
+	return fd;
+}
+
+/* See stream/stream.h. The retry covers programs that tell the peer their
+ * port just before they listen on it (qperf 0.4.11, docs/configuration.md
+ * UIWARP_CONNECT_RETRY_MS). */
+int uiw_tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,
+		    int retry_ms, const struct uiw_tcp_opts *o)
+{
+	int64_t t0 = now_ms();
+	unsigned backoff_ms = 1;
+
+	for (;;) {
+		int fd = tcp_socket(src, dst, o);
+		if (fd < 0)
+			return fd;
+		int64_t spent = now_ms() - t0;
+		fd = tcp_connect_fd(fd, dst, spent >= timeout_ms ? 1 : timeout_ms - (int)spent);
+		if (fd != -ECONNREFUSED)
+			return fd;
+		spent = now_ms() - t0;
+		if (spent + backoff_ms > (int64_t)retry_ms || spent + backoff_ms >= timeout_ms)
+			return fd;
+		struct timespec nap = {0, (long)backoff_ms * 1000000};
+		nanosleep(&nap, NULL);
+		backoff_ms = backoff_ms >= 32 ? 64 : backoff_ms * 2;
+	}
+}
+
+/* See stream/stream.h. */
+int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
+		   const struct uiw_tcp_opts *o)
+{
+	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1, v6 = v6only ? 1 : 0;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	uiw_tcp_apply_opts(fd, o);
+	if (addr->sa_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6, sizeof(v6));
+	if (bind(fd, addr, sa_len(addr)) < 0 || listen(fd, backlog > 0 ? backlog : 64) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* ------------------------------------------------------ blocking helpers */
+
+/* See stream/stream.h. */
+int uiw_stream_wait(struct uiw_stream *s, short events, int timeout_ms)
+{
+	if ((events & POLLIN) && s->ops->rx_buffered && s->ops->rx_buffered(s) > 0)
+		return POLLIN;
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	for (int i = 0; i < TCP_MAX_EINTR; i++) {
+		struct pollfd p = {.fd = s->fd, .events = events};
+		int r = poll(&p, 1, left_ms(timeout_ms, deadline));
+		if (r > 0)
+			return p.revents;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+	return -EINTR;
+}
+
+/* See stream/stream.h. */
+int uiw_stream_send_all(struct uiw_stream *s, const struct iovec *iov, int n, int timeout_ms)
+{
+	enum { MAXV = 64 };
+	struct iovec v[MAXV];
+	int nv = 0;
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+
+	if (n > MAXV)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		if (iov[i].iov_len)
+			v[nv++] = iov[i];
+	while (nv) {
+		ssize_t r = uiw_stream_sendv(s, v, nv);
+		if (r == -EAGAIN) {
+			int w = uiw_stream_wait(s, POLLOUT, left_ms(timeout_ms, deadline));
+			if (w < 0)
+				return w;
+			continue;
+		}
+		if (r < 0)
+			return (int)r;
+		size_t k = (size_t)r;
+		int i = 0;
+		while (i < nv && k >= v[i].iov_len)
+			k -= v[i++].iov_len;
+		if (i < nv) {
+			v[i].iov_base = (uint8_t *)v[i].iov_base + k;
+			v[i].iov_len -= k;
+		}
+		memmove(v, v + i, (size_t)(nv - i) * sizeof(v[0]));
+		nv -= i;
+	}
+	return 0;
+}
+
+/* See stream/stream.h. */
+ssize_t uiw_stream_recv_wait(struct uiw_stream *s, const struct iovec *iov, int n, int timeout_ms)
+{
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	for (int i = 0; i < TCP_MAX_EINTR; i++) {
+		ssize_t r = uiw_stream_recvv(s, iov, n);
+		if (r != -EAGAIN)
+			return r;
+		int w = uiw_stream_wait(s, POLLIN, left_ms(timeout_ms, deadline));
+		if (w < 0)
+			return w;
+	}
+	return -EINTR;
+}
+
+/* See stream/stream.h. */
+int uiw_stream_recv_exact(struct uiw_stream *s, void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : 0;
+	size_t got = 0;
+
+	while (got < len) {
+		struct iovec v = {.iov_base = (char *)buf + got, .iov_len = len - got};
+		ssize_t r = uiw_stream_recv_wait(s, &v, 1, left_ms(timeout_ms, deadline));
+		if (r < 0)
+			return (int)r;
+		if (r == 0)
+			return -ECONNRESET;
+		got += (size_t)r;
+	}
+	return 0;
+}
