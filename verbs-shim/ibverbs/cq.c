@@ -96,6 +96,20 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 		pthread_mutex_lock(&ch->lock);
 		n = recv(channel->fd, &ev, sizeof(ev), MSG_DONTWAIT);
 		e = errno;
+		if (n == (ssize_t)sizeof(ev) && uiw_cq_count(shim_cq(ev)->cq) == 0) {
+			/* A record whose completions were all polled since it was
+			 * written (an arm with completions waiting fires at once,
+			 * and the arming thread then polls them): nothing to
+			 * report. The CQ is armed again as it was, so its next
+			 * completion brings a record, and the caller waits for
+			 * that one: an event always has something to poll
+			 * (unless another thread polls it first). */
+			(void)uiw_cq_arm(
+			    shim_cq(ev)->cq,
+			    __atomic_load_n(&shim_cq(ev)->arm_solicited, __ATOMIC_RELAXED));
+			pthread_mutex_unlock(&ch->lock);
+			continue;
+		}
 		if (n == (ssize_t)sizeof(ev)) {
 			pthread_mutex_lock(&ev->mutex);
 			shim_cq(ev)->comp_events_reported++;
@@ -319,6 +333,7 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct shim_cq *c = shim_cq(cq);
+	__atomic_store_n(&c->arm_solicited, solicited_only != 0, __ATOMIC_RELAXED);
 	return -uiw_cq_arm(c->cq, solicited_only != 0);
 }
 
