@@ -223,6 +223,43 @@ static int tx_fpdu_markers(struct mpa_conn *c, struct mpa_txbatch *b, const void
 	return 0;
 }
 
+/* mpa_tx_fpdu for a payload already copied into the FPDU's head slot
+ * behind the header (markers off): one iovec for length, header and
+ * payload, one for pad and CRC. */
+static int tx_fpdu_small(struct mpa_conn *c, struct mpa_txbatch *b, const void *hdr, size_t hdr_len,
+			 size_t plen)
+{
+	if (b->niov + 2 > MPA_TX_MAX_IOV ||
+	    (b->nfpdu && b->bytes + hdr_len + plen > MPA_TX_MAX_BYTES))
+		return -ENOSPC;
+	uint32_t ulpdu_len = (uint32_t)(hdr_len + plen);
+	uint8_t *head = b->head[b->nfpdu];
+	uint8_t *tail = b->tail[b->nfpdu];
+	head[0] = (uint8_t)(ulpdu_len >> 8);
+	head[1] = (uint8_t)ulpdu_len;
+	memcpy(head + MPA_HDR_LEN, hdr, hdr_len);
+	uint32_t pad = mpa_pad_of(ulpdu_len);
+	memset(tail, 0, pad);
+	uint32_t crc = 0;
+	if (c->crc) {
+		crc = uiw_crc32c(0, head, MPA_HDR_LEN + ulpdu_len);
+		if (pad)
+			crc = uiw_crc32c(crc, tail, pad);
+	}
+	/* RFC 5044 §4.4: the CRC goes out least-significant byte first. */
+	tail[pad + 0] = (uint8_t)crc;
+	tail[pad + 1] = (uint8_t)(crc >> 8);
+	tail[pad + 2] = (uint8_t)(crc >> 16);
+	tail[pad + 3] = (uint8_t)(crc >> 24);
+	b->iov[b->niov].iov_base = head;
+	b->iov[b->niov++].iov_len = MPA_HDR_LEN + ulpdu_len;
+	b->iov[b->niov].iov_base = tail;
+	b->iov[b->niov++].iov_len = pad + MPA_CRC_LEN;
+	b->bytes += MPA_HDR_LEN + ulpdu_len + pad + MPA_CRC_LEN;
+	b->nfpdu++;
+	return 0;
+}
+
 /* See mpa/mpa.h. RFC 5044 §4 (framing, pad, CRC32c), §5 (markers). */
 int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struct iovec *iov, int n)
 {
@@ -232,8 +269,25 @@ int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struc
 		return -ENOSPC;
 	for (int i = 0; i < n; i++)
 		plen += iov[i].iov_len;
-	if (hdr_len > sizeof(b->head[0]) - MPA_HDR_LEN || hdr_len + plen > c->mulpdu)
+	if (hdr_len > 32 || hdr_len + plen > c->mulpdu)
 		return -EINVAL;
+	if (b->nfpdu >= MPA_TX_MAX_FPDU)
+		return -ENOSPC;
+	struct iovec one;
+	if (plen && plen <= MPA_TX_COPY_MAX) {
+		/* a small payload travels in the batch, next to its header */
+		uint8_t *dst = b->head[b->nfpdu] + MPA_HDR_LEN + hdr_len;
+		for (int i = 0; i < n; i++) {
+			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+			dst += iov[i].iov_len;
+		}
+		if (!c->markers_tx)
+			return tx_fpdu_small(c, b, hdr, hdr_len, plen);
+		one.iov_base = b->head[b->nfpdu] + MPA_HDR_LEN + hdr_len;
+		one.iov_len = plen;
+		iov = &one;
+		n = 1;
+	}
 	if (c->markers_tx)
 		return tx_fpdu_markers(c, b, hdr, hdr_len, iov, n, plen);
 	if (b->nfpdu >= MPA_TX_MAX_FPDU || b->niov + n + 2 > MPA_TX_MAX_IOV ||

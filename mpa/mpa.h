@@ -137,6 +137,13 @@ int mpa_send_reject(struct uiw_stream *s, const struct mpa_params *req, const vo
 #endif
 /* markers a batch can hold (markers on only): one per 508 payload octets */
 #define MPA_TX_MAX_MARKERS 1024
+/* Payloads up to this many bytes are copied into the batch next to their
+ * header: one iovec instead of several for a small message, and the bytes
+ * the CRC covers are the bytes that go out even if the application touches
+ * its buffer before the batch is pushed (an RNIC's DMA reads a buffer once
+ * and computes the CRC over what it read; perftest rewrites its 4-byte
+ * credit buffer while the Write of it is in flight). */
+#define MPA_TX_COPY_MAX 128
 struct mpa_txbatch {
 	int niov, nfpdu;
 	size_t bytes; /* stream octets in the batch, markers included */
@@ -144,8 +151,9 @@ struct mpa_txbatch {
 	int done_iov;
 	size_t done_off, sent;
 	struct iovec iov[MPA_TX_MAX_IOV];
-	/* per FPDU: length prefix + DDP header copied here, and pad + CRC */
-	uint8_t head[MPA_TX_MAX_FPDU][2 + 32];
+	/* per FPDU: length prefix + DDP header (+ a small payload) copied
+	 * here, and pad + CRC */
+	uint8_t head[MPA_TX_MAX_FPDU][2 + 32 + MPA_TX_COPY_MAX];
 	uint8_t tail[MPA_TX_MAX_FPDU][8];
 	/* markers on: the stream offset of the batch's first octet, and the
 	 * markers (4 bytes each, RFC 5044 §5) the iovecs point into */

@@ -312,7 +312,10 @@ static void test_small_path_places_nothing_on_bad_crc(void **state)
 	(void)state;
 	struct link k;
 	link_init(&k, true);
-	uint8_t pl[100], d[100];
+	/* above MPA_TX_COPY_MAX (referenced, not copied), below
+	 * MPA_RX_SMALL_MAX (checked before placement) */
+	enum { L = 1000 };
+	uint8_t pl[L], d[L];
 	memset(pl, 0x5a, sizeof(pl));
 	memset(d, 0xee, sizeof(d));
 	struct iovec iov = {pl, sizeof(pl)};
@@ -338,6 +341,32 @@ static void test_small_path_places_nothing_on_bad_crc(void **state)
 	assert_int_equal(place_all(&k, d, s.payload_len), -EBADMSG);
 	for (size_t i = 0; i < sizeof(d); i++)
 		assert_int_equal(d[i], 0xee); /* nothing placed */
+	link_fini(&k);
+}
+
+/* A payload of at most MPA_TX_COPY_MAX bytes is copied into the batch: what
+ * goes out, and what its CRC covers, is the buffer as it was when the FPDU
+ * was built, even if the buffer changes before the batch is pushed. */
+static void test_small_payload_copied(void **state)
+{
+	(void)state;
+	struct link k;
+	link_init(&k, true);
+	uint8_t pl[MPA_TX_COPY_MAX], d[MPA_TX_COPY_MAX];
+	memset(pl, 0x11, sizeof(pl));
+	struct iovec iov[2] = {{pl, 40}, {pl + 40, sizeof(pl) - 40}};
+	struct ddp_msg m = {
+	    .tagged = true, .ulp_ctrl = 0x40, .stag = 9, .iov = iov, .niov = 2, .len = sizeof(pl)};
+	struct ddp_txpos pos = {0};
+	assert_int_equal(ddp_tx_message(&k.ctx, &m, &pos), 1);
+	assert_int_equal(k.ctx.tx->niov, 2); /* length + header + payload, pad + CRC */
+	memset(pl, 0x22, sizeof(pl));
+	assert_int_equal(mpa_tx_push_wait(&k.ctx, 5000), 0);
+	struct ddp_rx_seg s;
+	assert_int_equal(RX_WAIT(&k, ddp_rx_header(&k.crx, &s)), 1);
+	assert_int_equal(place_all(&k, d, s.payload_len), 0);
+	for (size_t i = 0; i < sizeof(d); i++)
+		assert_int_equal(d[i], 0x11);
 	link_fini(&k);
 }
 
@@ -548,6 +577,7 @@ int main(void)
 	    cmocka_unit_test(test_fpdu_bytes_on_wire),
 	    cmocka_unit_test(test_corruption_detected),
 	    cmocka_unit_test(test_small_path_places_nothing_on_bad_crc),
+	    cmocka_unit_test(test_small_payload_copied),
 	    cmocka_unit_test(test_small_fpdus_bulk_receive),
 	    cmocka_unit_test(test_many_fpdus_one_syscall),
 	    cmocka_unit_test(test_rx_resumes_at_every_byte),
