@@ -32,8 +32,9 @@ struct uiw_cq {
 	pthread_rwlock_t qps_lock;
 	struct uiw_qp **qps;
 	int nqps, cap;
-	unsigned rr; /* where the next scan starts */
-	int epfd;    /* their streams (read when nqps > CQ_SCAN_MAX) */
+	unsigned rr;		       /* where the next scan starts */
+	int epfd;		       /* their streams (read when nqps > CQ_SCAN_MAX) */
+	_Atomic uint64_t last_poll_ns; /* a poller was here (tx.c's doorbell batching) */
 };
 
 int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out)
@@ -170,6 +171,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 {
 	if (n <= 0)
 		return 0;
+	atomic_store_explicit(&cq->last_poll_ns, uiw_now_ns(), memory_order_relaxed);
 	int k = cq_pop(cq, n, wc);
 	if (k < n) {
 		cq_progress(cq);
@@ -191,6 +193,12 @@ int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 	if (fire)
 		cq->fn(cq, cq->ctx);
 	return 0;
+}
+
+/* See rdmap/internal.h. */
+uint64_t uiw_cq_last_poll(const struct uiw_cq *cq)
+{
+	return atomic_load_explicit(&cq->last_poll_ns, memory_order_relaxed);
 }
 
 uint32_t uiw_cq_count(struct uiw_cq *cq)

@@ -86,6 +86,8 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 
 /* ----------------------------------------------------------------- cq.c */
 
+/* When a thread last polled cq (CLOCK_MONOTONIC ns; 0: never). */
+uint64_t uiw_cq_last_poll(const struct uiw_cq *cq);
 /* Adds a CQE. Returns false when the CQ is full (overflow recorded). */
 bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited);
 /* Drops the send CQEs of qp still queued in cq (the QP is being destroyed:
@@ -321,11 +323,13 @@ struct uiw_qp {
 	uint32_t tx_sq_end;  /* SQ WQEs below this index have all their segments in the batch */
 	uint32_t tx_irq_end; /* likewise for IRQ responses */
 	bool tx_fail;	     /* a WQE failed locally: end the connection after the batch */
-	bool term_queued;    /* a Terminate waits to be sent */
-	bool term_started;   /* tx side: it is being cut into the batch */
-	bool term_in_batch;  /* tx side: all of it is in the batch */
-	bool term_sent;	     /* ... and went out (qp->lock) */
-	bool term_closed;    /* rx side: the stream was aborted after it */
+	bool tx_deferred;    /* a batch waits for the next poll (or its deadline) */
+	uint64_t tx_last_push_ns;
+	bool term_queued;   /* a Terminate waits to be sent */
+	bool term_started;  /* tx side: it is being cut into the batch */
+	bool term_in_batch; /* tx side: all of it is in the batch */
+	bool term_sent;	    /* ... and went out (qp->lock) */
+	bool term_closed;   /* rx side: the stream was aborted after it */
 	uint8_t term_payload[RDMAP_TERM_MAX_PAYLOAD];
 	uint32_t term_len;
 	uint8_t rtr_body[sizeof(struct rdmap_read_req)];
@@ -362,10 +366,11 @@ void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev);
 /* ----------------------------------------------------------------- tx.c */
 
 /* Sends what the send side has (queued WRs, Read and Atomic Responses, a
- * Terminate, the SQD FIN) until the stream is full or nothing is left.
- * tx_lock holder. Returns 0, or -errno when the stream failed (the caller
- * ends the connection). */
-int uiw_tx_run(struct uiw_qp *qp);
+ * Terminate, the SQD FIN) until the stream is full or nothing is left. A
+ * poster in a burst of posts may leave a batch for the next poll (see
+ * tx.c, "Doorbell batching"). tx_lock holder. Returns 0, or -errno when the stream failed (the
+ * caller ends the connection). */
+int uiw_tx_run(struct uiw_qp *qp, enum prog_role role);
 /* Sends the RTR of an initiator (RFC 6581 §4) before the engine takes the
  * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);

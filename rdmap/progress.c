@@ -227,11 +227,11 @@ static void tx_failed(struct uiw_qp *qp)
 }
 
 /* The send side's pass. tx_lock holder. */
-static void tx_pass(struct uiw_qp *qp)
+static void tx_pass(struct uiw_qp *qp, enum prog_role role)
 {
 	if (!qp->stream)
 		return;
-	if (uiw_tx_run(qp) < 0)
+	if (uiw_tx_run(qp, role) < 0)
 		tx_failed(qp);
 }
 
@@ -255,7 +255,7 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 		due = qp->ev_due;
 		qp->ev_due = 0;
 	} else {
-		tx_pass(qp);
+		tx_pass(qp, role);
 	}
 	pthread_mutex_unlock(l);
 	if (due)

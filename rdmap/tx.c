@@ -343,11 +343,42 @@ static void tx_local_failure(struct uiw_qp *qp)
 	qp->stream->ops->abort(qp->stream);
 }
 
+/* Doorbell batching. A thread that posts WRs one by one in a tight loop
+ * (perftest's bandwidth and message-rate loops) would pay one sendmsg per
+ * WR, and one unbatched send per message tops out near 0.8 M/s here. So a
+ * poster leaves a batch that has room for more in place when it pushed one
+ * moments ago (DEFER_NS) and a thread polled one of the QP's CQs moments
+ * ago too: that thread is about to poll again, and the poll pushes it
+ * (cq.c drives the send side first). The engine pushes it at DEFER_MAX_NS
+ * if nobody does. A WR posted after a pause, or to a QP nobody polls, goes
+ * out in its post, as always. */
+#define DEFER_NS (10ull * 1000)
+#define DEFER_MAX_NS (50ull * 1000)
+
+static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
+{
+	const struct mpa_txbatch *b = c->tx;
+	if (mpa_tx_pushing(c) || b->nfpdu >= MPA_TX_MAX_FPDU / 2 ||
+	    b->bytes >= MPA_TX_MAX_BYTES / 2)
+		return false;
+	uint64_t now = uiw_now_ns();
+	if (now - qp->tx_last_push_ns > DEFER_NS)
+		return false;
+	if (now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
+	    now - uiw_cq_last_poll(qp->rcq) > DEFER_NS)
+		return false;
+	if (!qp->tx_deferred) {
+		qp->tx_deferred = true;
+		uiw_engine_deadline(qp, now + DEFER_MAX_NS);
+	}
+	return true;
+}
+
 /* See rdmap/internal.h. The ordering window (qp->tx_window) is open from
  * just before a batch goes into the stream until its completions are
  * pushed (rx.c waits for it to close before pushing the completion of
  * something that may answer it). */
-int uiw_tx_run(struct uiw_qp *qp)
+int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 {
 	struct mpa_conn *c = &qp->mpa;
 	int rc = 0;
@@ -359,8 +390,15 @@ int uiw_tx_run(struct uiw_qp *qp)
 	if (qp->want_out && !atomic_exchange(&qp->out_ready, false))
 		return 0;
 	qp->want_out = false;
+	bool deferred = false;
 	for (int rounds = 0; rounds < 64; rounds++) {
+		if (mpa_tx_busy(c) && role == ROLE_POSTER && may_defer(qp, c)) {
+			deferred = true; /* the next poll pushes it (doorbell batching) */
+			break;
+		}
 		if (mpa_tx_busy(c)) {
+			qp->tx_deferred = false;
+			qp->tx_last_push_ns = uiw_now_ns();
 			atomic_fetch_add(&qp->tx_window, 1);
 			int r = mpa_tx_push(c);
 			if (r == 1) {
@@ -404,7 +442,7 @@ int uiw_tx_run(struct uiw_qp *qp)
 			break;
 	}
 	/* a fair share went out: what is built or queued goes on later */
-	if (!rc && !qp->want_out && mpa_tx_busy(c))
+	if (!rc && !qp->want_out && !deferred && mpa_tx_busy(c))
 		atomic_fetch_or(&qp->pending, PROG_TX);
 	/* SQD: the FIN follows the last queued message */
 	pthread_mutex_lock(&qp->lock);
