@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -448,11 +449,77 @@ static void test_extensions_refused_without_rfc7306(void **state)
 	pair_fini(&p);
 }
 
+/* Threads of this process (/proc/self/status), -1 if unknown. */
+static int thread_count(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Progress without a polling thread (issue 10): b never polls its CQ, posts
+ * nothing and runs no thread of its own, yet a's RDMA Write lands in b's
+ * memory and a's RDMA Reads of b's memory complete: the engine thread is the
+ * passive side. The process has no thread per QP: the test's own, the
+ * engine's and the port-mapper responder's. */
+static void test_passive_target_serves_reads(void **state)
+{
+	(void)state;
+	struct pair p;
+	size_t len = 4 << 20;
+	pair_connect(&p, 2 * len);
+	fill(p.b.buf + len, len, 9);
+	fill(p.a.buf, len, 5);
+	struct uiw_sge ws = {
+	    .addr = (uintptr_t)p.a.buf, .length = (uint32_t)len, .lkey = p.a.mr->stag};
+	struct uiw_send_wr w = {.wr_id = 1,
+				.opcode = UIW_WR_RDMA_WRITE,
+				.flags = UIW_SEND_SIGNALED,
+				.sg_list = &ws,
+				.num_sge = 1,
+				.remote_addr = (uintptr_t)p.b.buf,
+				.rkey = p.b.mr->stag};
+	struct uiw_sge rs = {
+	    .addr = (uintptr_t)p.a.buf + len, .length = (uint32_t)len, .lkey = p.a.mr->stag};
+	struct uiw_send_wr r = {.wr_id = 2,
+				.opcode = UIW_WR_RDMA_READ,
+				.flags = UIW_SEND_SIGNALED,
+				.sg_list = &rs,
+				.num_sge = 1,
+				.remote_addr = (uintptr_t)p.b.buf + len,
+				.rkey = p.b.mr->stag};
+	int bad;
+	for (int round = 0; round < 3; round++) {
+		memset(p.a.buf + len, 0, len);
+		assert_int_equal(uiw_qp_post_send(p.a.qp, &w, 1, &bad), 0);
+		assert_int_equal(uiw_qp_post_send(p.a.qp, &r, 1, &bad), 0);
+		struct uiw_wc wc[2];
+		assert_int_equal(poll_n(p.a.cq, wc, 2), 2);
+		assert_int_equal(wc[0].status, UIW_WC_SUCCESS);
+		assert_int_equal(wc[1].status, UIW_WC_SUCCESS);
+		assert_int_equal(wc[1].opcode, UIW_WC_RDMA_READ);
+		assert_memory_equal(p.a.buf + len, p.b.buf + len, len);
+		/* the Write was placed before the Read that followed it */
+		assert_memory_equal(p.a.buf, p.b.buf, len);
+	}
+	int threads = thread_count();
+	assert_true(threads > 0 && threads <= 3);
+	assert_int_equal(uiw_cq_count(p.b.cq), 0); /* nothing for b to poll */
+	pair_fini(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_send_recv),
 	    cmocka_unit_test(test_write_read_large),
+	    cmocka_unit_test(test_passive_target_serves_reads),
 	    cmocka_unit_test(test_many_small_and_order),
 	    cmocka_unit_test(test_graceful_close_flushes),
 	    cmocka_unit_test(test_remote_access_error_terminates),

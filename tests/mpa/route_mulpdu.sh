@@ -1,22 +1,32 @@
 #!/bin/sh
-# The route-bounded MULPDU (RFC 5044 §6: MULPDU from the path's EMSS, every
-# FPDU in one TCP segment; stream/tcp.c:tcp_emss bounds the EMSS by the
-# route's path MTU from rtnetlink). Two network namespaces joined by a veth
-# (link MTU 1500), routes toward the other end with `mtu lock 1200`, TCP
-# timestamps off (so the kernel's MSS is 1160 while a segment on the path
-# carries at most 1200 - 20 - 20 - 12 = 1148 bytes when timestamps are in
-# use: the bound is the stricter rule); two uiwarp endpoints
-# (route_mulpdu_ep) exchange RDMA Writes and Sends while tcpdump records
-# the veth. Checks (route_mulpdu_check.py): every FPDU on the wire is at
-# most 1148 bytes (one segment of the path), no segment exceeds the locked
-# MTU, and each end's EMSS (UIWARP_DEBUG) is within the path bound 1148
-# with the route's MTU seen. Without the route bound the EMSS would be
-# TCP_MAXSEG (1160) and FPDUs of 1160 bytes would fail the check.
-# Needs root (exit 77 otherwise). Usage: route_mulpdu.sh EP CHECKER
+# FPDU sizes on a real path, checked on the wire. Two network namespaces
+# joined by a veth (link MTU 1500), TCP timestamps off, one segment per
+# packet in the capture (gso_max_segs 1); two uiwarp endpoints
+# (route_mulpdu_ep) exchange a 64 KiB RDMA Write and an 8 KiB Send each way
+# while tcpdump records the veth. Checks: route_mulpdu_check.py (its own
+# stream walk of the capture) and, for the large-FPDU runs,
+# tests/e2e/tshark_check.py.
+#
+#   route_mulpdu.sh EP CHECKER route   the route-bounded MULPDU (RFC 5044
+#       §4.1, §6): routes toward the other end with `mtu lock 1200`, so the
+#       kernel's MSS is 1160 while a segment on the path carries at most
+#       1200 - 20 - 20 - 12 = 1148 bytes when timestamps are in use: every
+#       FPDU must be at most 1148 bytes (stream/tcp.c:tcp_emss bounds the
+#       EMSS by the route's path MTU from rtnetlink), no segment exceeds the
+#       locked MTU, each end's EMSS (UIWARP_DEBUG) is within the bound. Large
+#       FPDUs off on both ends (the hardware profile).
+#   route_mulpdu.sh EP CHECKER large   the large-FPDU negotiation
+#       (mpa/mpa_wire.h, siw's bit 0x08), three runs: both ends announce it
+#       -> FPDUs above one segment both ways (decoded by tshark); only the
+#       client announces it -> MSS-sized FPDUs both ways (the server never
+#       sends large ones, and the client does not either, the server did
+#       not announce it); neither -> MSS-sized both ways.
+# Needs root (exit 77 otherwise).
 set -u
 EP=$1
 CHECK=$2
-MTU=1200
+MODE=${3:-route}
+HERE=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v tcpdump >/dev/null; then
 	echo "SKIP: needs root, ip and tcpdump"
 	exit 77
@@ -26,6 +36,8 @@ NA=uiwmulpduA$$
 NB=uiwmulpduB$$
 VA=uiwmA$$
 VB=uiwmB$$
+A=203.0.113.1
+B=203.0.113.2
 TD=
 cleanup() {
 	[ -n "$TD" ] && kill "$TD" 2>/dev/null
@@ -40,43 +52,67 @@ ip netns add "$NB"
 # created inside the namespaces: nothing appears in (or can be left in) the
 # host's namespace
 ip link add "$VA" netns "$NA" type veth peer name "$VB" netns "$NB"
-for n in "$NA:$VA:203.0.113.1:203.0.113.2" "$NB:$VB:203.0.113.2:203.0.113.1"; do
+for n in "$NA:$VA:$A:$B" "$NB:$VB:$B:$A"; do
 	ns=${n%%:*}; r=${n#*:}; dev=${r%%:*}; r=${r#*:}; me=${r%%:*}; peer=${r#*:}
 	ip -n "$ns" link set lo up
 	ip -n "$ns" link set "$dev" mtu 1500 up
 	ip -n "$ns" addr add "$me/32" dev "$dev"
-	ip -n "$ns" route add "$peer/32" dev "$dev" mtu lock $MTU
+	if [ "$MODE" = route ]; then
+		ip -n "$ns" route add "$peer/32" dev "$dev" mtu lock 1200
+	else
+		ip -n "$ns" route add "$peer/32" dev "$dev"
+	fi
 	ip netns exec "$ns" sysctl -qw net.ipv4.tcp_timestamps=0
 	# the capture must show the segments as they go on the wire: one
 	# segment per packet (no GSO super-packets; veth does no GRO by default)
 	ip -n "$ns" link set "$dev" gso_max_segs 1
 done
 set +e
-ip netns exec "$NA" timeout 30 tcpdump -i "$VA" -s 0 -U -n -w "$T/cap.pcap" tcp port 7471 \
-	>"$T/td.out" 2>&1 &
-TD=$!
-for i in $(seq 1 50); do
-	grep -q "listening on" "$T/td.out" && break
-	sleep 0.1
-done
-# large FPDUs off (UIWARP_MPA_LARGE_FPDU=0): the hardware profile, where
-# every FPDU must fit one segment
-export UIWARP_MPA_LARGE_FPDU=0
-UIWARP_DEBUG=1 ip netns exec "$NB" timeout 30 "$EP" server 203.0.113.2 7471 >"$T/b.out" 2>"$T/b.err" &
-SB=$!
-sleep 0.3
-UIWARP_DEBUG=1 ip netns exec "$NA" timeout 30 "$EP" client 203.0.113.2 7471 >"$T/a.out" 2>"$T/a.err"
-RA=$?
-wait $SB
-RB=$?
-sleep 0.5
-kill "$TD" 2>/dev/null
-wait "$TD" 2>/dev/null
-TD=
-echo "--- client (rc $RA)"; cat "$T/a.out" "$T/a.err"
-echo "--- server (rc $RB)"; cat "$T/b.out" "$T/b.err"
-if [ $RA != 0 ] || [ $RB != 0 ]; then
-	echo "FAIL: an endpoint failed"
-	exit 1
+
+# pair NAME CLIENT_LARGE SERVER_LARGE : one exchange, captured in $T/NAME.pcap
+pair() {
+	name=$1
+	ip netns exec "$NA" timeout 30 tcpdump -i "$VA" -s 0 -U -n -w "$T/$name.pcap" tcp port 7471 \
+		>"$T/$name.td" 2>&1 &
+	TD=$!
+	for i in $(seq 1 50); do
+		grep -q "listening on" "$T/$name.td" && break
+		sleep 0.1
+	done
+	UIWARP_MPA_LARGE_FPDU=$3 UIWARP_DEBUG=1 ip netns exec "$NB" timeout 30 "$EP" server $B 7471 \
+		>"$T/$name.b.out" 2>"$T/$name.b.err" &
+	SB=$!
+	sleep 0.3
+	UIWARP_MPA_LARGE_FPDU=$2 UIWARP_DEBUG=1 ip netns exec "$NA" timeout 30 "$EP" client $B 7471 \
+		>"$T/$name.a.out" 2>"$T/$name.a.err"
+	RA=$?
+	wait $SB
+	RB=$?
+	sleep 0.5
+	kill "$TD" 2>/dev/null
+	wait "$TD" 2>/dev/null
+	TD=
+	echo "--- $name: client (large $2, rc $RA)"
+	cat "$T/$name.a.out" "$T/$name.a.err"
+	echo "--- $name: server (large $3, rc $RB)"
+	cat "$T/$name.b.out" "$T/$name.b.err"
+	if [ $RA != 0 ] || [ $RB != 0 ]; then
+		echo "FAIL: an endpoint failed"
+		exit 1
+	fi
+}
+
+if [ "$MODE" = route ]; then
+	pair route 0 0
+	python3 "$CHECK" "$T/route.pcap" 1200 "$T/route.a.err" "$T/route.b.err" || exit 1
+	exit 0
 fi
-python3 "$CHECK" "$T/cap.pcap" $MTU "$T/a.err" "$T/b.err"
+pair both 1 1
+python3 "$CHECK" "$T/both.pcap" 1500 --expect $A=large --expect $B=large || exit 1
+python3 "$HERE/../e2e/tshark_check.py" "$T/both.pcap" 7471 --two-pass --min-fpdus 6 \
+	--opcodes 0,3 --large-fpdu on || exit 1
+pair client_only 1 0
+python3 "$CHECK" "$T/client_only.pcap" 1500 --expect $A=mss --expect $B=mss || exit 1
+pair neither 0 0
+python3 "$CHECK" "$T/neither.pcap" 1500 --expect $A=mss --expect $B=mss || exit 1
+echo PASS

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Checks a capture of two uiwarp endpoints on a path whose route MTU is
-locked (route_mulpdu.sh): every FPDU (MPA length + ULPDU + pad + CRC, RFC
-5044 §4.1) fits the payload of one TCP segment of the path (MTU - 52: IP,
-TCP and the timestamp option), no segment carries more than MTU - 40 bytes, and each end's EMSS (UIWARP_DEBUG line of
-mpa/llp_tcp.c:tcp_emss) saw the route's MTU and stays within MTU - 52 (IP,
-TCP and the timestamp option: the payload bound of the path).
+"""Checks a capture of two uiwarp endpoints (route_mulpdu.sh).
 
     route_mulpdu_check.py CAP.pcap MTU CLIENT.err SERVER.err
+        a path whose route MTU is locked: every FPDU (MPA length + ULPDU +
+        pad + CRC, RFC 5044 §4.1) fits the payload of one TCP segment of the
+        path (MTU - 52: IP, TCP and the timestamp option), no segment carries
+        more than MTU - 40 bytes, and each end's EMSS (UIWARP_DEBUG line of
+        stream/tcp.c:tcp_emss) saw the route's MTU and stays within MTU - 52.
+    route_mulpdu_check.py CAP.pcap MTU --expect IP=large|mss ...
+        the large-FPDU negotiation (mpa/mpa_wire.h): the FPDUs IP sends are
+        all within one segment (mss, at least 50 of them) or at least one
+        is larger than a segment (large).
 """
 import re
 import struct
@@ -48,7 +52,7 @@ def segments(path):
     return flows
 
 
-def check_flow(name, segs, mtu, bound):
+def check_flow(name, segs, mtu, bound, large=False):
     isn = next((s for s, _, syn in segs if syn), None)
     if isn is None:
         raise SystemExit("%s: no SYN captured" % name)
@@ -84,7 +88,7 @@ def check_flow(name, segs, mtu, bound):
         flen = 2 + ulen + ((-(2 + ulen)) & 3) + 4
         while k < len(ivals) and ivals[k][1] <= o:
             k += 1
-        if flen > bound:
+        if flen > bound and not large:
             raise SystemExit("%s: the FPDU at stream offset %d is %d bytes, more than one "
                              "segment of the path carries (%d)" % (name, o, flen, bound))
         if k == len(ivals) or not (ivals[k][0] <= o and o + flen <= ivals[k][1]):
@@ -99,6 +103,9 @@ def check_flow(name, segs, mtu, bound):
     print("%s: %d FPDUs, largest %d bytes (bound %d); largest segment %d bytes; "
           "%d FPDUs not aligned to a segment (not asserted)" %
           (name, n, biggest, bound, max(b - a for a, b in ivals), crossing))
+    if large and biggest <= bound:
+        raise SystemExit("%s: large FPDUs negotiated, but no FPDU is larger than one "
+                         "segment (%d)" % (name, bound))
     return n
 
 
@@ -108,6 +115,19 @@ def main(argv):
     if len(flows) != 2:
         raise SystemExit("want 2 TCP directions in the capture, got %d" % len(flows))
     bound = mtu - 20 - 20 - 12
+    if errs and errs[0] == "--expect":
+        # --expect IP=large|mss, repeated: one per direction
+        want = dict(x.split("=") for x in errs[1::2])
+        for (src, sport, dst, dport), segs in flows.items():
+            ip = ".".join(map(str, src))
+            name = "%s:%d -> %s:%d" % (ip, sport, ".".join(map(str, dst)), dport)
+            if ip not in want:
+                raise SystemExit("%s: no --expect for %s" % (name, ip))
+            n = check_flow(name, segs, mtu, mtu - 40, want[ip] == "large")
+            if want[ip] == "mss" and n < 50:
+                raise SystemExit("%s: too few FPDUs for MSS-sized ones (%d)" % (name, n))
+        print("PASS")
+        return 0
     for (src, sport, dst, dport), segs in flows.items():
         name = "%s:%d -> %s:%d" % (".".join(map(str, src)), sport, ".".join(map(str, dst)),
                                    dport)
