@@ -131,7 +131,7 @@ siw_show() {
 
 cap_start() { # NAME PORT
 	CAP_FILE=$CASE_DIR/$1.pcap
-	"$LAB/ns.sh" tcpdump --immediate-mode -B 32768 -U -s 0 -i tap0 -w "$CAP_FILE" "tcp port $2" 2>"$CASE_DIR/$1.tcpdump.log" &
+	"$LAB/ns.sh" tcpdump --immediate-mode -B 131072 -U -s 0 -i tap0 -w "$CAP_FILE" "tcp port $2" 2>"$CASE_DIR/$1.tcpdump.log" &
 	CAP_PID=$!
 	IL_PIDS+=("$CAP_PID")
 	local i

@@ -112,19 +112,27 @@ def crc32c(b):
     return c ^ 0xFFFFFFFF
 
 
-def stream_check(pcap, port):
+def stream_check(pcap, port, sizes=None, flags=None):
     """Independent of the dissector's framing: reassembles each TCP stream (tshark
     follow), walks it FPDU by FPDU from the MPA frame on, and checks every CRC32c
-    (when negotiated) and the DDP/RDMAP versions. Returns (ok, report lines)."""
+    (when negotiated) and the DDP/RDMAP versions. Returns (ok, report lines);
+    when sizes is a dict, sizes[source IP] gets the largest FPDU (octets on the
+    wire: length field, ULPDU, pad, CRC) that IP sent; when flags is a dict,
+    flags[source IP] the flags byte of the MPA Request or Reply that IP sent."""
     ids = sorted(set(tshark(["-r", pcap, "-Y", "tcp.port==%d" % port, "-T", "fields",
                              "-e", "tcp.stream"]).split()), key=int)
     ok, rep = True, []
     for sid in ids:
         out = tshark(["-r", pcap, "-q", "-z", "follow,tcp,raw,%s" % sid])
         dirs = {0: b"", 1: b""}
+        node = {0: "", 1: ""}
         started = False
         for ln in out.splitlines():
+            if ln.startswith("Node 0:"):
+                node[0] = ln.split()[-1].rsplit(":", 1)[0]
+                continue
             if ln.startswith("Node 1:"):
+                node[1] = ln.split()[-1].rsplit(":", 1)[0]
                 started = True
                 continue
             if not started or ln.startswith("="):
@@ -138,6 +146,10 @@ def stream_check(pcap, port):
             ok = False
         frames = {d: mpa_frame(b) for d, b in dirs.items()}
         crc_on = any(f is not None and f[16] & 0x40 for f in frames.values())
+        if flags is not None:
+            for d, f in frames.items():
+                if f is not None:
+                    flags[node[d]] = f[16]
         for d, b in dirs.items():
             fr = frames[d]
             if fr is None:
@@ -156,6 +168,8 @@ def stream_check(pcap, port):
                         rep.append("stream %s dir %d: bad FPDU at offset %d: %s" %
                                    (sid, d, i, b[i:i + 24].hex(" ")))
                 n += 1
+                if sizes is not None:
+                    sizes[node[d]] = max(sizes.get(node[d], 0), tot + 4)
                 i += tot + 4
             rep.append("stream %s dir %d (%s): %d FPDUs walked, %d bad, %d bytes left" %
                        (sid, d, "crc" if crc_on else "no crc", n, nbad, len(b) - i))
@@ -235,9 +249,18 @@ def main():
     ap.add_argument("--handshake-only", action="store_true")
     ap.add_argument("--expect-reject", action="store_true")
     ap.add_argument("--split-ok-from", default="",
-                    help="source IP (the kernel siw side) whose FPDUs may be split across TCP "
+                    help="source IPs, comma-separated (the kernel siw side; both sides when "
+                         "large FPDUs are negotiated) whose FPDUs may be split across TCP "
                          "segments: tshark_check's 'not decoded as MPA' is accepted for them")
+    ap.add_argument("--fpdu-rule", default="", metavar="IP:SEG",
+                    help="uiwarp's address and the path's segment payload: IP may send FPDUs "
+                         "above SEG octets only when both MPA frames carry the large-FPDU bit "
+                         "0x08 (mpa/mpa_wire.h); otherwise every FPDU it sends fits SEG")
+    ap.add_argument("--expect-large", action="store_true",
+                    help="with --fpdu-rule: when both frames carry 0x08, IP must have sent an "
+                         "FPDU above SEG (the case sends messages larger than a segment)")
     a = ap.parse_args()
+    split_ok = set(x for x in a.split_ok_from.split(",") if x)
 
     req, rep, lines = handshake(a.pcap, a.port)
     for ln in lines:
@@ -285,7 +308,7 @@ def main():
                     f = (r.split("\t") + ["", "", ""])[:3]
                     # siw's side may split an FPDU; either side's TCP may re-segment
                     # a retransmission: tshark reassembles both, the bytes are checked
-                    if f[1] != a.split_ok_from and not f[2]:
+                    if f[1] not in split_ok and not f[2]:
                         bad.append(f[0])
             # dissector errors (bad CRC / version / opcode after it lost the FPDU
             # framing) on siw-side frames: decide on the stream walk instead
@@ -295,7 +318,7 @@ def main():
             if other_frames:
                 rows = tshark(["-r", a.pcap, "-Y", " || ".join("frame.number==%s" % f for f in other_frames),
                                "-T", "fields", "-e", "frame.number", "-e", "ip.src"]).splitlines()
-                other_bad = [r for r in rows if r.split("\t")[1] != a.split_ok_from]
+                other_bad = [r for r in rows if r.split("\t")[1] not in split_ok]
             walk_ok, walk = stream_check(a.pcap, a.port)
             for ln in walk:
                 print("stream walk: " + ln)
@@ -310,6 +333,28 @@ def main():
             rc |= p.returncode
     else:
         rc |= crc_off_check(a.pcap, a.port, a.min_fpdus, a.allow_terminate)
+    if a.fpdu_rule:
+        # FPDU sizes (RFC 5044 §4.1, the large-FPDU bit of mpa/mpa_wire.h)
+        ip, seg = a.fpdu_rule.rsplit(":", 1)
+        seg = int(seg)
+        sizes, flags = {}, {}
+        stream_check(a.pcap, a.port, sizes, flags)
+        mine = flags.get(ip)
+        peer = [f for k, f in flags.items() if k != ip]
+        large_ok = mine is not None and bool(mine & 0x08) and bool(peer) and bool(peer[0] & 0x08)
+        got = sizes.get(ip, 0)
+        if large_ok:
+            ok = got > seg or not a.expect_large
+            print("fpdu size check: both frames carry 0x08: largest FPDU from %s is %d octets%s: %s"
+                  % (ip, got, ", want > %d" % seg if a.expect_large else "",
+                     "OK" if ok else "FAILED"))
+        else:
+            ok = got <= seg
+            print("fpdu size check: large FPDUs not negotiated (frames 0x%02x / %s): largest FPDU "
+                  "from %s is %d octets, want <= %d: %s" %
+                  (mine or 0, " ".join("0x%02x" % f for f in peer), ip, got, seg,
+                   "OK" if ok else "FAILED"))
+        rc |= 0 if ok else 1
     return rc
 
 
