@@ -4,7 +4,8 @@
  * The segment is made with the process's first QP (or first connection
  * event), not in a constructor (qperf's server forks per request; a fork
  * before that makes nothing). It is a file in /dev/shm, mode 0600, named
- * after the PID, removed at exit. A forked child keeps its parent's slots
+ * after the PID, removed at exit (kept with UIWARP_STATS_KEEP=1, for
+ * uiwarp-stat to read a short run's final counts). A forked child keeps its parent's slots
  * as a private copy (its old QPs are unusable anyway) and makes its own
  * segment for its own QPs.
  */
@@ -31,6 +32,7 @@ static struct {
 	bool tried;		  /* a segment was tried in this process */
 	int fd;
 	pid_t pid; /* who made it (and removes it at exit) */
+	bool keep; /* UIWARP_STATS_KEEP=1: left for uiwarp-stat after exit */
 	char name[32];
 	unsigned char used[UIW_STAT_SLOTS];
 	unsigned next; /* where the search for a free slot starts */
@@ -40,7 +42,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void seg_remove_at_exit(void)
 {
-	if (seg.pid == getpid() && seg.name[0])
+	if (seg.pid == getpid() && seg.name[0] && !seg.keep)
 		shm_unlink(seg.name);
 }
 
@@ -135,6 +137,8 @@ static void seg_create_locked(void)
 	h->magic = UIW_STAT_MAGIC;
 	seg.fd = fd;
 	seg.pid = getpid();
+	const char *keep = getenv("UIWARP_STATS_KEEP");
+	seg.keep = keep && !strcmp(keep, "1");
 	seg.hdr = h;
 	uiw_log(UIW_LOG_DEBUG, NULL, "stat: counters in %s%s", UIW_STAT_DIR, seg.name);
 	return;
