@@ -34,7 +34,7 @@ log() {
 # ------------------------------------------------------------ dependencies
 PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
 	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 tshark python3
-	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev)
+	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev go-md2man groff-base)
 
 missing=()
 for p in "${PKGS[@]}"; do
