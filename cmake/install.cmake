@@ -51,9 +51,17 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/uiwarpConfigVersion.c
 install(FILES ${CMAKE_BINARY_DIR}/cmake/uiwarpConfig.cmake
   ${CMAKE_BINARY_DIR}/cmake/uiwarpConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/uiwarp COMPONENT dev)
-# relocatable: the prefix is found from the .pc file's own place
-file(RELATIVE_PATH UIW_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
-string(REGEX REPLACE "/$" "" UIW_PC_TO_PREFIX "${UIW_PC_TO_PREFIX}")
+# relocatable: the prefix is found from the .pc file's own place (OFF for
+# a distribution package, whose prefix is fixed: prefix=/usr, and
+# pkg-config then leaves out the system's -L and -I)
+option(UIWARP_PC_RELOCATABLE "uiwarp.pc finds its prefix through \${pcfiledir}" ON)
+if(UIWARP_PC_RELOCATABLE)
+  file(RELATIVE_PATH _rel ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+  string(REGEX REPLACE "/$" "" _rel "${_rel}")
+  set(UIW_PC_PREFIX "\${pcfiledir}/${_rel}")
+else()
+  set(UIW_PC_PREFIX ${CMAKE_INSTALL_PREFIX})
+endif()
 if(IS_ABSOLUTE ${CMAKE_INSTALL_LIBDIR})
   set(UIW_PC_LIBDIR ${CMAKE_INSTALL_LIBDIR})
 else()
