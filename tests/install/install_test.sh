@@ -21,6 +21,10 @@ T=$(mktemp -d /tmp/uiwi.XXXXXX)
 trap 'for p in $(jobs -p); do kill $p 2>/dev/null; done; rm -rf "$T"' EXIT
 P=$T/prefix
 rc=0
+# a sanitized tree's libuiwarp needs the sanitizer runtimes first: build
+# tiny.c the same way
+san=""
+grep -q '^UIWARP_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null && san="-fsanitize=address,undefined"
 fail() {
 	echo "FAIL: $*"
 	rc=1
@@ -107,7 +111,8 @@ fi
 cflags=$(PKG_CONFIG_PATH=$pcdir pkg-config --cflags uiwarp)
 libs=$(PKG_CONFIG_PATH=$pcdir pkg-config --libs uiwarp)
 echo "pkg-config: cflags '$cflags' libs '$libs'"
-if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$T/tiny-pc" "$here/tiny.c" $cflags $libs \
+# shellcheck disable=SC2086
+if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $san -o "$T/tiny-pc" "$here/tiny.c" $cflags $libs \
 	-pthread -Wl,-rpath,"$libdir" && timeout 30 "$T/tiny-pc"; then
 	[ "$(readlink -f "$(ldd "$T/tiny-pc" | sed -n 's/.*libuiwarp.so.0 => \([^ ]*\) .*/\1/p')")" = \
 		"$(readlink -f "$libdir/libuiwarp.so.0")" ] ||
@@ -119,7 +124,8 @@ fi
 # ... and CMake's find_package(uiwarp)
 mkdir -p "$T/cm"
 cp "$here/tiny.c" "$T/cm/" && cp "$here/CMakeLists.tiny.txt" "$T/cm/CMakeLists.txt"
-if cmake -S "$T/cm" -B "$T/cm/build" -DCMAKE_PREFIX_PATH="$P" >"$T/cm.log" 2>&1 &&
+if cmake -S "$T/cm" -B "$T/cm/build" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_C_FLAGS="$san" \
+	>"$T/cm.log" 2>&1 &&
 	cmake --build "$T/cm/build" >>"$T/cm.log" 2>&1 && timeout 30 "$T/cm/build/tiny"; then
 	grep 'uiwarp 0' "$T/cm.log"
 	grep -q "shim libraries in $libdir/uiwarp" "$T/cm.log" || fail "uiwarp_SHIM_LIBRARY_DIR"
