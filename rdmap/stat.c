@@ -9,7 +9,9 @@
  * as a private copy (its old QPs are unusable anyway) and makes its own
  * segment for its own QPs.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -91,6 +93,42 @@ static uint64_t proc_start_time(void)
 	return v;
 }
 
+/* Removes the segments of processes that are gone without removing
+ * theirs (killed; a forked child that left with _exit), unless they were
+ * kept on purpose (UIWARP_STATS_KEEP=1). A PID that runs again is left
+ * alone. Only our own files can be removed (/dev/shm is sticky). */
+static void seg_sweep(void)
+{
+	DIR *d = opendir(UIW_STAT_DIR);
+	if (!d)
+		return;
+	struct dirent *e;
+	size_t plen = strlen(UIW_STAT_PREFIX) - 1;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, UIW_STAT_PREFIX + 1, plen))
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid())
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char name[64];
+		snprintf(name, sizeof(name), UIW_STAT_PREFIX "%ld", pid);
+		int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		struct uiw_stat_hdr h;
+		bool keep = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+			    h.magic == UIW_STAT_MAGIC && h.keep;
+		close(fd);
+		if (!keep && shm_unlink(name) == 0)
+			uiw_log(UIW_LOG_DEBUG, NULL, "stat: removed %s%s (PID %ld is gone)",
+				UIW_STAT_DIR, name, pid);
+	}
+	closedir(d);
+}
+
 /* Makes the segment (seg.lock held). On any failure the process goes on
  * with priv_hdr. */
 static void seg_create_locked(void)
@@ -133,14 +171,16 @@ static void seg_create_locked(void)
 	atomic_store(&h->conn_failed, atomic_load(&priv_hdr.conn_failed));
 	atomic_store(&h->mpa_rejects_sent, atomic_load(&priv_hdr.mpa_rejects_sent));
 	atomic_store(&h->mpa_rejects_recv, atomic_load(&priv_hdr.mpa_rejects_recv));
+	const char *keep = getenv("UIWARP_STATS_KEEP");
+	seg.keep = keep && !strcmp(keep, "1");
+	h->keep = seg.keep;
 	atomic_thread_fence(memory_order_release);
 	h->magic = UIW_STAT_MAGIC;
 	seg.fd = fd;
 	seg.pid = getpid();
-	const char *keep = getenv("UIWARP_STATS_KEEP");
-	seg.keep = keep && !strcmp(keep, "1");
 	seg.hdr = h;
 	uiw_log(UIW_LOG_DEBUG, NULL, "stat: counters in %s%s", UIW_STAT_DIR, seg.name);
+	seg_sweep();
 	return;
 fail_unlink:
 	shm_unlink(seg.name);

@@ -4,7 +4,10 @@
  *
  * One file per process, /dev/shm/uiwarp-PID (mode 0600: the same user or
  * root can read it), created with the process's first QP unless
- * UIWARP_STATS=0, removed at exit. It holds a header (the device's
+ * UIWARP_STATS=0, removed at exit; a process that dies without exit()
+ * (killed, _exit in a forked child) leaves it, and the next process that
+ * makes a segment removes those of processes that are gone (unless kept:
+ * UIWARP_STATS_KEEP=1; uiwarp-stat --clean removes those). It holds a header (the device's
  * counters) and UIW_STAT_SLOTS slots, one per live QP.
  *
  * Writers: a slot's transfer counters are written by the thread that holds
@@ -97,7 +100,7 @@ struct uiw_stat_hdr {
 	uint64_t magic; /* UIW_STAT_MAGIC, written last at creation */
 	uint32_t version, hdr_size, slot_size, nslots;
 	int32_t pid;
-	uint32_t pad0;
+	uint32_t keep;	      /* 1: UIWARP_STATS_KEEP, left after exit on purpose */
 	uint64_t start_time;  /* the process's start time (/proc/PID/stat field 22) */
 	char comm[16];	      /* /proc/self/comm */
 	char dev[32];	      /* UIWARP_DEV_NAME or "uiw0" */
