@@ -97,8 +97,11 @@ int main(void)
 	pthread_join(t, NULL);
 	CHECK(accept_rc == 0);
 	struct uiw_sge ss = {.addr = (uintptr_t)a.buf, .length = LEN, .lkey = a.mr->stag};
-	struct uiw_send_wr sw = {
-	    .wr_id = 1, .opcode = UIW_WR_SEND, .flags = UIW_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
+	struct uiw_send_wr sw = {.wr_id = 1,
+				 .opcode = UIW_WR_SEND,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &ss,
+				 .num_sge = 1};
 	CHECK(uiw_qp_post_send(a.qp, &sw, 1, &bad) == 0);
 	struct uiw_wc wc;
 	CHECK(poll_one(a.cq, &wc) && wc.wr_id == 1 && wc.status == UIW_WC_SUCCESS);
@@ -111,7 +114,7 @@ int main(void)
 	uiw_qp_destroy(a.qp);
 	uiw_qp_destroy(b.qp);
 	uiw_listener_close(listener);
-	printf("tiny: ok (sent %llu stream bytes in %llu FPDUs)\n",
-	       (unsigned long long)st.tx_bytes, (unsigned long long)st.tx_fpdus);
+	printf("tiny: ok (sent %llu stream bytes in %llu FPDUs)\n", (unsigned long long)st.tx_bytes,
+	       (unsigned long long)st.tx_fpdus);
 	return 0;
 }
