@@ -21,6 +21,7 @@
 
 #include "mpa/fpdu_int.h"
 #include "mpa/mpa.h"
+#include "util/log.h"
 
 /* Empties a batch. */
 static void tx_reset(struct mpa_txbatch *b)
@@ -93,10 +94,12 @@ int mpa_conn_init(struct mpa_conn *c, struct uiw_stream *s, const struct mpa_neg
 	if (mulpdu > MPA_LARGE_MULPDU)
 		mulpdu = MPA_LARGE_MULPDU;
 	c->mulpdu = (uint32_t)mulpdu;
-	const char *dbg = getenv("UIWARP_DEBUG");
-	if (dbg && *dbg && *dbg != '0')
-		fprintf(stderr, "uiwarp: mpa: MULPDU %d (EMSS %d, markers %s, large FPDUs %s)\n",
-			mulpdu, emss, c->markers_tx ? "on" : "off", neg->large_tx ? "on" : "off");
+	if (uiw_log_on(UIW_LOG_DEBUG)) {
+		char t[128];
+		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
+			"mpa: MULPDU %d (EMSS %d, markers %s, large FPDUs %s)", mulpdu, emss,
+			c->markers_tx ? "on" : "off", neg->large_tx ? "on" : "off");
+	}
 	return 0;
 }
 

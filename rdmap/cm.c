@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 
 #include "iwpm/iwpm.h"
 #include "rdmap/internal.h"
+#include "rdmap/stat.h"
 
 struct uiw_listener {
 	int fd;
@@ -110,6 +112,7 @@ static int qp_start(struct uiw_qp *qp)
 	if (qp->state != UIW_QPS_ERR)
 		qp->state = UIW_QPS_RTS;
 	pthread_mutex_unlock(&qp->lock);
+	uiw_stat_qp_connected(qp, qp->neg.initiator);
 	return uiw_engine_attach(qp);
 }
 
@@ -136,6 +139,22 @@ static bool qp_connectable(struct uiw_qp *qp)
  * mapper (iwpmd, UDP 3935): ask first, fall back to the application's port
  * on reject, no mapper or a short timeout (docs/iwpm.md). The query's time
  * counts against the connect timeout. */
+/* Counts and logs a connect that failed at step (TCP connect, MPA, RTR)
+ * with -errno rc; rejected: the peer's MPA Reply rejected it. */
+static void connect_failed(struct uiw_qp *qp, const struct sockaddr *dst, const char *step, int rc,
+			   bool rejected)
+{
+	uiw_stat_event(rejected ? UIW_STAT_EV_REJECT_RECV : UIW_STAT_EV_CONN_FAILED);
+	if (rejected)
+		uiw_stat_event(UIW_STAT_EV_CONN_FAILED);
+	if (!uiw_log_on(UIW_LOG_WARN))
+		return;
+	char who[128], a[64];
+	snprintf(who, sizeof(who), "qp=%u ->%s", uiw_qp_num(qp), uiw_log_addr(dst, a, sizeof(a)));
+	uiw_log(UIW_LOG_WARN, who, "connect failed at %s: %s%s", step, strerror(-rc),
+		rejected ? " (MPA reject from the peer)" : "");
+}
+
 static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
 {
 	const struct uiw_config *cfg = uiw_config_get();
@@ -189,8 +208,10 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		mc.timeout_ms = timeout_ms;
 
 	int fd = tcp_connect(src, dst, timeout_ms >= 0 ? timeout_ms : cfg->connect_timeout_ms);
-	if (fd < 0)
+	if (fd < 0) {
+		connect_failed(qp, dst, "TCP connect", fd, false);
 		return fd;
+	}
 	struct uiw_stream *s = uiw_stream_tcp(fd);
 	if (!s) {
 		close(fd);
@@ -220,6 +241,7 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 	if (rc == -EPROTO && term)
 		send_setup_terminate(qp, s, reply, mc.markers, term);
 	if (rc) {
+		connect_failed(qp, dst, "MPA", rc, rc == -ECONNREFUSED);
 		free(reply);
 		s->ops->destroy(s);
 		return rc;
@@ -240,6 +262,7 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 	if (!rc)
 		rc = qp_start(qp);
 	if (rc) {
+		connect_failed(qp, dst, "RTR", rc, false);
 		uiw_engine_detach(qp);
 		qp_detach(qp);
 		s->ops->destroy(s);
@@ -361,6 +384,12 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 		if (cr->req.markers && !cfg->mpa.markers) {
 			/* markers are not supported: reject (as siw does) */
 			mpa_send_reject(s, &cr->req, NULL, 0);
+			uiw_stat_event(UIW_STAT_EV_REJECT_SENT);
+			if (uiw_log_on(UIW_LOG_WARN)) {
+				char t[128];
+				uiw_log(UIW_LOG_WARN, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
+					"MPA request with markers rejected (UIWARP_MPA_MARKERS=0)");
+			}
 			s->ops->destroy(s);
 			free(cr);
 			continue;
@@ -451,11 +480,21 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	bool seen = qp->rx_seen_first;
 	pthread_mutex_unlock(&qp->lock);
 	if (!seen) {
+		uiw_stat_event(UIW_STAT_EV_CONN_FAILED);
+		uiw_qp_log(qp, UIW_LOG_WARN, "accept failed: no RTR from the peer in %d ms",
+			   timeout_ms >= 0 ? timeout_ms : cfg->mpa.timeout_ms);
 		uiw_qp_modify(qp, UIW_QPS_ERR);
 		return -ETIMEDOUT;
 	}
 	return 0;
 fail:
+	uiw_stat_event(UIW_STAT_EV_CONN_FAILED);
+	if (uiw_log_on(UIW_LOG_WARN)) {
+		char who[128], t[96];
+		snprintf(who, sizeof(who), "qp=%u %s", uiw_qp_num(qp),
+			 uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)));
+		uiw_log(UIW_LOG_WARN, who, "accept failed: %s", strerror(-rc));
+	}
 	s->ops->destroy(s);
 	free(req);
 	return rc;
@@ -465,6 +504,14 @@ int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len)
 {
 	int rc = len > UIW_MAX_PRIVATE_DATA ? -EINVAL
 					    : mpa_send_reject(req->s, &req->req, private_data, len);
+	uiw_stat_event(UIW_STAT_EV_REJECT_SENT);
+	if (uiw_log_on(UIW_LOG_INFO)) {
+		char t[128];
+		uiw_log(UIW_LOG_INFO, uiw_log_tuple(uiw_stream_fd(req->s), t, sizeof(t)),
+			"connection request rejected by the application (MPA reject, %u bytes of "
+			"private data)",
+			len);
+	}
 	req->s->ops->shutdown_send(req->s);
 	req->s->ops->destroy(req->s);
 	free(req);

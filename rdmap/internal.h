@@ -353,6 +353,7 @@ struct uiw_qp {
 	struct uiw_term_info term;	    /* qp->lock */
 	enum uiw_close_reason close_reason; /* qp->lock; the first one wins */
 	struct uiw_qp_stats stats;
+	struct uiw_qp_stat *stat; /* live counters' slot (rdmap/stat.h) */
 };
 
 /* Records why the stream ended, unless a reason is recorded. qp->lock held. */

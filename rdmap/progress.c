@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "rdmap/internal.h"
+#include "rdmap/stat.h"
 
 /* Bytes one pass of a thread reads from one QP's stream before it lets
  * others have a turn (a poster's job is to post). */
@@ -252,10 +253,12 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 	unsigned due = 0;
 	if (rx) {
 		rx_pass(qp, role);
+		uiw_stat_rx(qp);
 		due = qp->ev_due;
 		qp->ev_due = 0;
 	} else {
 		tx_pass(qp, role);
+		uiw_stat_tx(qp);
 	}
 	pthread_mutex_unlock(l);
 	if (due)

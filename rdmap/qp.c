@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rdmap/internal.h"
+#include "rdmap/stat.h"
 
 static atomic_uint next_qpn = 1;
 
@@ -57,6 +58,8 @@ int uiw_qp_create(struct uiw_qp_init_attr *a, struct uiw_qp **out)
 	if (!a->max_recv_sge)
 		a->max_recv_sge = 1;
 	qp->qpn = atomic_fetch_add(&next_qpn, 1);
+	if (uiw_stat_qp_open(qp) != 0)
+		goto fail_attached;
 	qp->pd = a->pd;
 	qp->scq = a->send_cq;
 	qp->rcq = a->recv_cq;
@@ -76,6 +79,11 @@ int uiw_qp_create(struct uiw_qp_init_attr *a, struct uiw_qp **out)
 	uiw_cq_use(qp->rcq, 1);
 	*out = qp;
 	return 0;
+fail_attached:
+	if (a->recv_cq != a->send_cq)
+		uiw_cq_detach_qp(a->recv_cq, qp);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->users, 1);
 fail:
 	if (on_scq)
 		uiw_cq_detach_qp(a->send_cq, qp);
@@ -138,7 +146,15 @@ void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev)
 	}
 	uiw_qp_event_fn fn = qp->ev_fn;
 	void *ctx = qp->ev_ctx;
+	struct uiw_term_info term = qp->term;
+	enum uiw_close_reason why = qp->close_reason;
 	pthread_mutex_unlock(&qp->lock);
+	if (ev == UIW_QP_EV_TERMINATE && term.valid && !term.sent)
+		uiw_stat_qp_term(qp, false, term.layer, term.etype, term.ecode);
+	else if (ev == UIW_QP_EV_FATAL)
+		uiw_qp_log(qp, UIW_LOG_ERROR, "fatal: a send WR failed locally");
+	else if (ev == UIW_QP_EV_DISCONNECTED && fire)
+		uiw_stat_qp_ended(qp, why);
 	if (fire && fn)
 		fn(qp, ev, ctx);
 }
@@ -200,6 +216,7 @@ int uiw_qp_destroy(struct uiw_qp *qp)
 	if (qp->srq)
 		atomic_fetch_sub(&qp->srq->users, 1);
 	atomic_fetch_sub(&qp->pd->refs, 1);
+	uiw_stat_qp_close(qp);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&qp->rx_lock);
 	pthread_mutex_destroy(&qp->tx_lock);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rdmap/internal.h"
+#include "rdmap/stat.h"
 
 /* See rdmap/internal.h. RFC 5040 §4.8: Terminate Control, then the DDP
  * segment length and header (M, D) and the Read Request (R). */
@@ -55,6 +56,8 @@ void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
 	pthread_mutex_unlock(&qp->lock);
+	if (first)
+		uiw_stat_qp_term(qp, true, t->layer, t->etype, t->ecode);
 	qp->rx_state = first ? RX_DRAIN : RX_DONE;
 	qp->rx_drain_end = 0; /* set once the Terminate is out (progress.c) */
 	atomic_fetch_or(&qp->pending, PROG_TX);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rdmap/internal.h"
+#include "rdmap/stat.h"
 
 static uint32_t pow2(uint32_t v)
 {
@@ -67,12 +68,19 @@ static void push_send_cqe(struct uiw_qp *qp, const struct uiw_send_wr *wr,
 void uiw_sq_flush_posted(struct uiw_qp *qp, const struct uiw_send_wr *wr)
 {
 	push_send_cqe(qp, wr, UIW_WC_WR_FLUSH_ERR, 0, 0);
+	UIW_STAT_ADD(qp->stat->s->c.flushed_wrs, 1);
 }
 
 /* Retires the WQE at sq_head (its CQE if signaled or failed). */
 static void sq_retire(struct uiw_qp *qp, struct sq_wqe *w)
 {
 	qp->sq_uncredited++;
+	if (w->status == UIW_WC_SUCCESS) {
+		UIW_STAT_ADD(qp->stat->s->c.sq_wrs, 1);
+		UIW_STAT_ADD(qp->stat->s->c.sq_bytes, w->len);
+	} else if (w->status == UIW_WC_WR_FLUSH_ERR) {
+		UIW_STAT_ADD(qp->stat->s->c.flushed_wrs, 1);
+	}
 	if (w->signaled || w->status != UIW_WC_SUCCESS) {
 		push_send_cqe(qp, &w->wr, w->status, (uint32_t)w->len, qp->sq_uncredited);
 		qp->sq_uncredited = 0;
@@ -108,6 +116,7 @@ static void push_recv_flush(struct uiw_qp *qp, uint64_t wr_id)
 			    .qp_num = qp->qpn,
 			    .qp_ctx = qp->ctx};
 	uiw_cq_push(qp->rcq, &wc, false);
+	UIW_STAT_ADD(qp->stat->s->c.flushed_wrs, 1);
 }
 
 /* See rdmap/internal.h. Responses whose bytes are being handed to the
@@ -376,6 +385,10 @@ void uiw_rq_complete(struct uiw_qp *qp, struct uiw_wc *wc, bool solicited)
 	wc->qp_num = qp->qpn;
 	wc->qp_ctx = qp->ctx;
 	qp->rx_send_active = false;
+	if (wc->status == UIW_WC_SUCCESS) {
+		UIW_STAT_ADD(qp->stat->s->c.rq_wrs, 1);
+		UIW_STAT_ADD(qp->stat->s->c.rq_bytes, wc->byte_len);
+	}
 	uiw_cq_push(qp->rcq, wc, solicited);
 }
 

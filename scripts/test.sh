@@ -19,6 +19,10 @@
 #                   step is then left out)
 #   UIWARP_INTEROP=0  leave out the siw interop step (tests/interop, run
 #                   after both trees in build/ with its own 40 min limit)
+#   UIWARP_DEB=0    leave out the Debian package step (dpkg-buildpackage
+#                   in a copy of the tree, lintian, then
+#                   tests/install/deb_test.sh: dpkg -i, rping through the
+#                   installed uiwarp-run, dpkg --purge; ~5 min)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,7 +38,8 @@ log() {
 # ------------------------------------------------------------ dependencies
 PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
 	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 tshark python3
-	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev)
+	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev go-md2man groff-base
+	debhelper dpkg-dev lintian man-db)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -180,8 +185,61 @@ if [ "${UIW_TEST_ONLY:-}" != asan ] && [ -z "${CTEST_ARGS:-}" ]; then
 	run_interop || status=1
 fi
 
+# The Debian package (debian/): built from a copy of the tree (nothing is
+# written next to it), checked with lintian (an error fails the step; the
+# tags left are explained in debian/README.source), installed with dpkg -i
+# and used (tests/install/deb_test.sh), purged.
+run_deb() {
+	local t0 rc d
+	t0=$(date +%s)
+	if [ "${UIWARP_DEB:-1}" = 0 ]; then
+		RESULT[deb]="not run (UIWARP_DEB=0)"
+		return 0
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		RESULT[deb]="not run (not root)"
+		return 0
+	fi
+	d=$(mktemp -d /tmp/uiwarp-deb.XXXXXX)
+	mkdir -p "$d/uiwarp" build
+	tar --exclude=./build --exclude=./build-asan --exclude=./.git -cf - . | tar -C "$d/uiwarp" -xf -
+	log "[deb] dpkg-buildpackage -us -uc -b (log: build/deb-build.log)"
+	(cd "$d/uiwarp" && DEB_BUILD_OPTIONS="parallel=$JOBS" timeout 1200 dpkg-buildpackage -us -uc -b \
+		</dev/null) >build/deb-build.log 2>&1
+	rc=$?
+	if [ $rc = 0 ]; then
+		log "[deb] lintian"
+		timeout 600 lintian --info "$d"/*.changes >build/lintian.log 2>&1
+		cat build/lintian.log
+		if grep -q '^E: ' build/lintian.log; then
+			rc=1
+			log "[deb] lintian reports errors"
+		fi
+	else
+		tail -30 build/deb-build.log
+	fi
+	if [ $rc = 0 ]; then
+		log "[deb] tests/install/deb_test.sh"
+		timeout 600 bash tests/install/deb_test.sh "$d" </dev/null
+		rc=$?
+		[ $rc = 77 ] && rc=0
+	fi
+	rm -rf "$d"
+	if [ $rc = 0 ]; then
+		RESULT[deb]="passed ($(grep -c '^[WI]: ' build/lintian.log) lintian warnings/infos, $(($(date +%s) - t0)) s)"
+		TOTAL_PASS=$((TOTAL_PASS + 1))
+	else
+		RESULT[deb]="FAILED ($(($(date +%s) - t0)) s; build/deb-build.log, build/lintian.log)"
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+	fi
+	[ $rc = 0 ]
+}
+if [ "${UIW_TEST_ONLY:-}" != asan ] && [ -z "${CTEST_ARGS:-}" ]; then
+	run_deb || status=1
+fi
+
 log "summary:"
-for k in build asan interop; do
+for k in build asan interop deb; do
 	[ -n "${RESULT[$k]:-}" ] && log "  $k: ${RESULT[$k]}"
 done
 log "total time $(($(date +%s) - START)) s"

@@ -22,6 +22,7 @@
 
 #include "netlink/uiw_netlink.h"
 #include "stream/stream.h"
+#include "util/log.h"
 
 /* Most iovecs handed to one sendmsg/recvmsg (the kernel's UIO_MAXIOV). */
 #define TCP_IOV_MAX 1024
@@ -100,7 +101,7 @@ static size_t tcp_rx_buffered(struct uiw_stream *s)
  * segment can carry on the route's path MTU (rtnetlink RTM_GETROUTE toward
  * the peer from our address: a route's `mtu lock`, a learned PMTU or the
  * output interface's MTU) when that lookup works; silently TCP_MAXSEG alone
- * otherwise. With UIWARP_DEBUG set, says on stderr which bound won.
+ * otherwise. UIWARP_LOG=debug says which bound won (util/log.h).
  * Returns the EMSS or -errno. */
 static int tcp_emss(struct uiw_stream *s)
 {
@@ -125,13 +126,14 @@ static int tcp_emss(struct uiw_stream *s)
 				mss = (int)bound;
 		}
 	}
-	const char *dbg = getenv("UIWARP_DEBUG");
-	if (dbg && *dbg && *dbg != '0')
-		fprintf(stderr,
-			"uiwarp: stream: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
-			"segment payload bound %u)\n",
+	if (uiw_log_on(UIW_LOG_DEBUG)) {
+		char t[128];
+		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(s->fd, t, sizeof(t)),
+			"stream: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
+			"segment payload bound %u)",
 			mss, mss != maxseg ? "the route's path MTU" : "TCP_MAXSEG", maxseg, pmtu,
 			bound);
+	}
 	return mss;
 }
 
