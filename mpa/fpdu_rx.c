@@ -33,6 +33,21 @@
 
 /* read-ahead after a large FPDU: its pad + CRC and the next header */
 #define RX_AHEAD 64
+/* A reader waiting for at least this many more bytes of an FPDU asks the
+ * stream to report readiness only once they are all there (rx_lowat):
+ * one wake-up and one recvmsg per FPDU instead of one per TCP segment
+ * (~45 for a 64 KiB FPDU on a 1500-byte path). */
+#define RX_LOWAT_MIN 2048
+
+/* The stream has no more bytes now and missing more must come before the
+ * reader can go on: sets the stream's readiness threshold. Returns
+ * -EAGAIN. */
+static int rx_wait(struct mpa_conn *c, uint32_t missing)
+{
+	c->rx_dry = false;
+	uiw_stream_rx_lowat(c->s, missing >= RX_LOWAT_MIN ? (int)missing : 1);
+	return -EAGAIN;
+}
 
 /* Takes n bytes from the ring (they must be there) into dst (NULL: drop). */
 static void rb_take(struct mpa_conn *c, void *dst, uint32_t n)
@@ -58,6 +73,8 @@ static int rx_fill(struct mpa_conn *c, uint32_t need, bool bulk, bool eof_ok)
 	while (c->rb_len < need) {
 		if (c->rx_eof)
 			return (eof_ok && c->rb_len == 0) ? 0 : -ENODATA;
+		if (c->rx_dry)
+			return rx_wait(c, need - c->rb_len);
 		if (c->rb_off + need > c->rb_cap || (c->rb_len == 0 && c->rb_off)) {
 			memmove(c->rb, c->rb + c->rb_off, c->rb_len);
 			c->rb_off = 0;
@@ -74,10 +91,17 @@ static int rx_fill(struct mpa_conn *c, uint32_t need, bool bulk, bool eof_ok)
 			c->rx_eof = true;
 			continue;
 		}
+		if (r == -EAGAIN)
+			return rx_wait(c, need - c->rb_len);
 		if (r < 0)
 			return (int)r;
 		c->rx_bytes += (uint64_t)r;
 		c->rb_len += (uint32_t)r;
+		/* a short read emptied the stream: asking again now would only
+		 * say -EAGAIN (whoever waits is edge-triggered on new bytes);
+		 * not so once its end was signalled (the end is read after
+		 * the bytes before it, and its edge has passed) */
+		c->rx_dry = !c->rx_hup && (uint32_t)r < want;
 	}
 	return 1;
 }
@@ -302,6 +326,9 @@ ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_
 		/* the ring is empty: the kernel copies straight into the target,
 		 * and, at the end of the ULPDU, the trailer and the next header
 		 * into the ring */
+		uint32_t trailer = mpa_pad_of(c->rx_ulpdu_len) + MPA_CRC_LEN;
+		if (c->rx_dry)
+			return rx_wait(c, c->rx_left + trailer);
 		bool ahead = len == c->rx_left;
 		if (ahead) {
 			c->rb_off = 0;
@@ -310,8 +337,11 @@ ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_
 		}
 		ssize_t r = uiw_stream_recvv(c->s, v, nv + (ahead ? 1 : 0));
 		c->rx_syscalls++;
+		if (r == -EAGAIN)
+			return rx_wait(c, c->rx_left + trailer);
 		if (r < 0)
 			return r;
+		c->rx_dry = !c->rx_hup && (size_t)r < len + (ahead ? RX_AHEAD : 0);
 		if (r == 0) {
 			c->rx_eof = true;
 			return -ENODATA; /* FIN inside the FPDU */
@@ -350,6 +380,8 @@ int mpa_rx_end(struct mpa_conn *c)
 int mpa_rx_drain(struct mpa_conn *c)
 {
 	c->rb_off = c->rb_len = 0;
+	c->rx_dry = false;
+	uiw_stream_rx_lowat(c->s, 1);
 	for (int i = 0; i < 64; i++) {
 		if (c->rx_eof)
 			return 0;

@@ -177,6 +177,9 @@ struct mpa_conn {
 	uint32_t rb_cap, rb_off, rb_len;
 	bool bulk;	/* last FPDU was small: read ahead in bulk */
 	bool rx_eof;	/* the stream ended (0 from recvv) */
+	bool rx_dry;	/* the last recvv came back short: the stream is empty for now */
+	bool rx_hup;	/* the stream's end or error was signalled: a short read
+			 * may leave it to be read (no rx_dry) */
 	bool rx_demark; /* markers_rx: the current FPDU is whole and demarked in the ring */
 	/* receive side: the FPDU being read */
 	uint32_t rx_crc; /* running CRC32c over what was received */

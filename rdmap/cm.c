@@ -74,6 +74,7 @@ static int qp_attach(struct uiw_qp *qp, struct uiw_stream *s, const struct mpa_n
 	qp->tx_busy = false;
 	atomic_store(&qp->tx_window, 0);
 	qp->want_out = false;
+	atomic_store(&qp->hup_seen, false);
 	qp->close_by_ns = 0;
 	qp->ev_due = 0;
 	atomic_store(&qp->pending, 0);

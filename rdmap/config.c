@@ -18,6 +18,10 @@
  * |                       |         | peer that announces them (siw's GSO bit)        |
  * | UIWARP_SPIN_US        | 0       | the engine thread busy-polls this long (µs)     |
  * |                       |         | before sleeping (also UIWARP_RX_SPIN_US)        |
+ * | UIWARP_POLL_YIELD_US  | 20      | an empty CQ poll this long after the CQ's last  |
+ * |                       |         | completion yields the CPU (-1: never)           |
+ *
+ * docs/configuration.md is the full list (UIWARP_LOG, UIWARP_STATS, ...).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +74,8 @@ static void config_load(void)
 	cfg.mpa.large_fpdu = env_long("UIWARP_MPA_LARGE_FPDU", cfg.mpa.large_fpdu) != 0;
 	long spin = env_long("UIWARP_SPIN_US", env_long("UIWARP_RX_SPIN_US", 0));
 	cfg.spin_us = spin > 0 && spin <= 10000000 ? (int)spin : 0;
+	long py = env_long("UIWARP_POLL_YIELD_US", 20);
+	cfg.poll_yield_us = py >= 0 && py <= 10000000 ? (int)py : -1;
 	long mss = env_long("UIWARP_TCP_MAXSEG", 0);
 	cfg.tcp.maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");

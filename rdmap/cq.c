@@ -2,14 +2,18 @@
  * per FPDU), with verbs req_notify semantics, and the QPs whose progress a
  * thread polling the CQ drives (docs/design.md, "Threads and progress").
  *
- * A poll that finds fewer CQEs than asked for first makes progress on the
- * CQ's QPs in the calling thread: it reads what their streams hold,
- * places it and completes it, and sends what is queued, so a thread that
- * polls needs no other thread to wake up for its completions. With more
- * than CQ_SCAN_MAX QPs, an epoll set of their streams says which ones have
- * bytes, so a poll costs one syscall, not one per QP.
+ * A poll that finds fewer CQEs than asked for first makes progress in the
+ * calling thread: it does the engine's work (uiw_engine_proxy: one
+ * epoll_wait, not a recvmsg per QP, for the streams of every QP in the
+ * process), reading, placing and completing what arrived and sending what
+ * is queued, so a thread that polls needs no other thread to wake up for
+ * its completions, and the engine thread sleeps while it polls. QPs with
+ * work for their holders (qp->pending) or a batch left for the next poll
+ * (tx.c's doorbell batching) are looked at directly, up to CQ_SCAN_MAX of
+ * them; beyond that the engine's deadlines and kicks take that work.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -17,7 +21,7 @@
 
 #include "rdmap/internal.h"
 
-/* Up to this many QPs a poller tries each QP's stream in turn. */
+/* Up to this many QPs a poller looks at each QP's pending work in turn. */
 #define CQ_SCAN_MAX 4
 
 struct uiw_cq {
@@ -33,8 +37,9 @@ struct uiw_cq {
 	struct uiw_qp **qps;
 	int nqps, cap;
 	unsigned rr;		       /* where the next scan starts */
-	int epfd;		       /* their streams (read when nqps > CQ_SCAN_MAX) */
 	_Atomic uint64_t last_poll_ns; /* a poller was here (tx.c's doorbell batching) */
+	_Atomic uint64_t last_cqe_ns;  /* a poll returned a CQE (the yield when idle) */
+	int64_t yield_ns;	       /* UIWARP_POLL_YIELD_US in ns, -1 never */
 };
 
 int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out)
@@ -52,13 +57,8 @@ int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq 
 	cq->size = depth;
 	cq->fn = fn;
 	cq->ctx = ctx;
-	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->epfd < 0) {
-		int e = errno;
-		free(cq->ring);
-		free(cq);
-		return -e;
-	}
+	int py = uiw_config_get()->poll_yield_us;
+	cq->yield_ns = py < 0 ? -1 : (int64_t)py * 1000;
 	pthread_mutex_init(&cq->lock, NULL);
 	pthread_rwlock_init(&cq->qps_lock, NULL);
 	*out = cq;
@@ -71,8 +71,6 @@ int uiw_cq_destroy(struct uiw_cq *cq)
 		return -EBUSY;
 	pthread_mutex_destroy(&cq->lock);
 	pthread_rwlock_destroy(&cq->qps_lock);
-	if (cq->epfd >= 0)
-		close(cq->epfd);
 	free(cq->qps);
 	free(cq->ring);
 	free(cq);
@@ -116,33 +114,22 @@ void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp)
 	pthread_rwlock_unlock(&cq->qps_lock);
 }
 
-/* See rdmap/internal.h. Callable from a poller of cq (no lock taken): a
- * poller may still hold the QP from an epoll_wait that began before the
- * removal, so a QP is freed only after uiw_cq_detach_qp, which waits for
- * the pollers inside. */
-void uiw_cq_watch_stream(struct uiw_cq *cq, struct uiw_qp *qp, int fd, bool on)
-{
-	if (cq->epfd >= 0 && fd >= 0) {
-		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = qp};
-		(void)epoll_ctl(cq->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &ev);
-	}
-}
-
 /* Makes progress on the CQ's QPs in the calling thread (see the top). */
 static void cq_progress(struct uiw_cq *cq)
 {
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	int n = cq->nqps;
+	if (n > 0)
+		uiw_engine_proxy();
 	if (n > 0 && n <= CQ_SCAN_MAX) {
 		unsigned start = __atomic_fetch_add(&cq->rr, 1, __ATOMIC_RELAXED);
-		for (int i = 0; i < n; i++)
-			uiw_progress(cq->qps[(start + (unsigned)i) % (unsigned)n],
-				     PROG_RX | PROG_TX, ROLE_POLLER);
-	} else if (n > 0) {
-		struct epoll_event ev[16];
-		int k = epoll_wait(cq->epfd, ev, 16, 0);
-		for (int i = 0; i < k; i++)
-			uiw_progress(ev[i].data.ptr, PROG_RX | PROG_TX, ROLE_POLLER);
+		for (int i = 0; i < n; i++) {
+			struct uiw_qp *qp = cq->qps[(start + (unsigned)i) % (unsigned)n];
+			bool deferred =
+			    atomic_load_explicit(&qp->tx_deferred, memory_order_relaxed);
+			if (deferred || atomic_load_explicit(&qp->pending, memory_order_relaxed))
+				uiw_progress(qp, deferred ? PROG_TX : 0, ROLE_POLLER);
+		}
 	}
 	pthread_rwlock_unlock(&cq->qps_lock);
 }
@@ -171,17 +158,32 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 {
 	if (n <= 0)
 		return 0;
-	atomic_store_explicit(&cq->last_poll_ns, uiw_now_ns(), memory_order_relaxed);
+	uint64_t now = uiw_now_ns();
+	atomic_store_explicit(&cq->last_poll_ns, now, memory_order_relaxed);
 	int k = cq_pop(cq, n, wc);
 	if (k < n) {
 		cq_progress(cq);
 		k += cq_pop(cq, n - k, wc + k);
+	}
+	if (k) {
+		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
+	} else if (cq->yield_ns >= 0 &&
+		   now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed) >
+		       (uint64_t)cq->yield_ns) {
+		/* A busy-polling thread that has found nothing for a while
+		 * lets the threads doing the work (the engine, the peer's
+		 * process, on a host with few cores) have its CPU: returns at
+		 * once when nobody else wants it (as MPI's yield-when-idle) */
+		sched_yield();
 	}
 	return k;
 }
 
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 {
+	/* the poller is about to sleep on the completion channel: the
+	 * engine takes the streams back now */
+	uiw_engine_unpark();
 	pthread_mutex_lock(&cq->lock);
 	/* Armed while completions wait to be polled: notify now, as hardware
 	 * does (its consumer index lags the producer), so a consumer that

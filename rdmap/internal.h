@@ -38,6 +38,7 @@ struct uiw_config {
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
+	int poll_yield_us;    /* an empty poll this long after the last CQE yields (us), -1 never */
 };
 const struct uiw_config *uiw_config_get(void);
 
@@ -97,9 +98,6 @@ void uiw_cq_purge_qp(struct uiw_cq *cq, struct uiw_qp *qp);
  * destroy); remove waits for a poller inside. 0 or -ENOMEM. */
 int uiw_cq_attach_qp(struct uiw_cq *cq, struct uiw_qp *qp);
 void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp);
-/* Adds (on) or removes a connected QP's stream descriptor to / from the
- * set a poller of cq waits on. */
-void uiw_cq_watch_stream(struct uiw_cq *cq, struct uiw_qp *qp, int fd, bool on);
 /* Counts QPs using a CQ (uiw_cq_destroy refuses while > 0). */
 void uiw_cq_use(struct uiw_cq *cq, int delta);
 
@@ -214,6 +212,14 @@ int uiw_engine_attach(struct uiw_qp *qp);
 /* Takes qp away from the engine: when it returns, the engine thread no
  * longer looks at qp (callable from any thread, the engine's included). */
 void uiw_engine_detach(struct uiw_qp *qp);
+/* The engine's work done by a thread polling a CQ (cq.c): one
+ * epoll_wait(0) on the engine's set, progress on the streams it reports
+ * and on kicked QPs. While pollers come by at least every PARK_NS
+ * (200 us), the engine thread sleeps: bytes arriving wake no thread. */
+void uiw_engine_proxy(void);
+/* A poller stops polling (it arms a CQ to sleep on its channel): the
+ * engine thread takes the streams back at once. */
+void uiw_engine_unpark(void);
 /* Asks the engine thread to run progress on qp soon (what: PROG_*). */
 void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
 /* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
@@ -303,6 +309,7 @@ struct uiw_qp {
 	uint64_t close_by_ns;  /* CONN_CLOSING: give up waiting at this time */
 	bool tx_busy;	       /* the send batch holds unsent bytes (qp->lock) */
 	atomic_bool want_out;  /* the stream took only part: push again on POLLOUT */
+	atomic_bool hup_seen;  /* epoll reported the stream's end or an error */
 	atomic_bool out_ready; /* the engine saw POLLOUT since */
 	bool aborted;	       /* the stream was aborted (qp->lock) */
 	bool detached;	       /* the engine let go of it */
@@ -320,10 +327,10 @@ struct uiw_qp {
 	uint32_t tx_msn[RDMAP_NUM_QN]; /* next MSN per QN, starts at 1 */
 	uint32_t tx_atomic_id;	       /* next Atomic Request Identifier */
 	struct txm txm;		       /* the message being segmented */
-	uint32_t tx_sq_end;  /* SQ WQEs below this index have all their segments in the batch */
-	uint32_t tx_irq_end; /* likewise for IRQ responses */
-	bool tx_fail;	     /* a WQE failed locally: end the connection after the batch */
-	bool tx_deferred;    /* a batch waits for the next poll (or its deadline) */
+	uint32_t tx_sq_end;	 /* SQ WQEs below this index have all their segments in the batch */
+	uint32_t tx_irq_end;	 /* likewise for IRQ responses */
+	bool tx_fail;		 /* a WQE failed locally: end the connection after the batch */
+	atomic_bool tx_deferred; /* a batch waits for the next poll (or its deadline) */
 	uint64_t tx_last_push_ns;
 	bool term_queued;   /* a Terminate waits to be sent */
 	bool term_started;  /* tx side: it is being cut into the batch */

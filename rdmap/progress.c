@@ -22,6 +22,7 @@
  * (not before: fork-safe until then).
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +44,26 @@
 /* After a Terminate went out, read what the peer still sends this long. */
 #define TERM_DRAIN_NS (500ull * 1000 * 1000)
 
+/* While a thread polling a CQ looked at the engine's epoll set this
+ * recently, the engine thread sleeps (parks) and leaves the streams to
+ * the pollers. */
+#define PARK_NS (200ull * 1000)
+
 struct uiw_engine {
 	pthread_mutex_t lock;
 	pthread_cond_t cycled;
 	int epfd, evfd;
 	pthread_t thread;
 	bool started;
+	bool parked;	 /* the engine thread leaves the streams to pollers (lock) */
 	uint64_t cycles; /* completed epoll cycles (lock) */
 	struct uiw_qp *kick_head, *kick_tail;
 	struct uiw_qp **dl; /* QPs with a deadline */
 	int ndl, capdl;
+	/* pollers doing the engine's work (uiw_engine_proxy): inside
+	 * under a read lock, which uiw_engine_detach waits out */
+	pthread_rwlock_t proxy_lock;
+	_Atomic uint64_t proxy_ns; /* when a poller last did */
 };
 
 static struct uiw_engine engine = {
@@ -61,6 +72,8 @@ static struct uiw_engine engine = {
     .epfd = -1,
     .evfd = -1,
 };
+/* the calling thread is inside uiw_engine_proxy */
+static _Thread_local bool in_proxy;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* See rdmap/internal.h. */
@@ -94,9 +107,6 @@ static void quiet(struct uiw_qp *qp)
 		qp->registered = false;
 	}
 	pthread_mutex_unlock(&engine.lock);
-	uiw_cq_watch_stream(qp->scq, qp, fd, false);
-	if (qp->rcq != qp->scq)
-		uiw_cq_watch_stream(qp->rcq, qp, fd, false);
 }
 
 /* The connection is over: flush what is left, close our half, report
@@ -194,6 +204,8 @@ static void rx_pass(struct uiw_qp *qp, enum prog_role role)
 					      : BUDGET_POSTER;
 	if (term)
 		terminate_clock(qp);
+	if (atomic_load_explicit(&qp->hup_seen, memory_order_acquire))
+		qp->mpa.rx_hup = true;
 	if (qp->rx_state != RX_DONE) {
 		(void)uiw_rx_run(qp, budget);
 		pthread_mutex_lock(&qp->lock);
@@ -355,7 +367,9 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what)
 		else
 			engine.kick_head = qp;
 		engine.kick_tail = qp;
-		wake = true;
+		/* a parked engine: the pollers take the list (or the engine,
+		 * at the end of its nap) */
+		wake = !engine.parked;
 	}
 	pthread_mutex_unlock(&engine.lock);
 	if (wake && !pthread_equal(pthread_self(), engine.thread)) {
@@ -382,57 +396,150 @@ static int next_timeout_locked(uint64_t now)
 	return ms > 60000 ? 60000 : (int)ms;
 }
 
+/* Runs what epoll reported: the stream's bytes or end (PROG_RX), room
+ * for a send side waiting for it (PROG_TX). The eventfd's entry (no QP)
+ * is the engine thread's to read. */
+static void run_events(const struct epoll_event *ev, int n, enum prog_role role)
+{
+	for (int i = 0; i < n; i++) {
+		struct uiw_qp *q = ev[i].data.ptr;
+		if (!q) {
+			if (role == ROLE_ENGINE) {
+				uint64_t v;
+				(void)!read(engine.evfd, &v, sizeof(v));
+			}
+			continue;
+		}
+		unsigned what = 0;
+		if (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+			what |= PROG_RX;
+		if ((ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
+		    !atomic_load_explicit(&q->hup_seen, memory_order_relaxed))
+			atomic_store(&q->hup_seen, true);
+		/* the socket is writable at nearly every event: only a send
+		 * side waiting for room wants to hear it */
+		if ((ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) &&
+		    atomic_load(&q->want_out)) {
+			atomic_store(&q->out_ready, true);
+			what |= PROG_TX;
+		}
+		uiw_progress(q, what, role);
+	}
+}
+
+/* Runs the kicked QPs: the list as it is now (kicks from here on wait for
+ * the next turn). */
+static void run_kicks(enum prog_role role)
+{
+	pthread_mutex_lock(&engine.lock);
+	struct uiw_qp *k = engine.kick_head;
+	engine.kick_head = engine.kick_tail = NULL;
+	for (struct uiw_qp *q = k; q; q = q->kick_next)
+		q->kicked = false;
+	pthread_mutex_unlock(&engine.lock);
+	while (k) {
+		struct uiw_qp *next = k->kick_next;
+		uiw_progress(k, PROG_RX | PROG_TX, role);
+		k = next;
+	}
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_proxy(void)
+{
+	if (!engine.started || engine.epfd < 0 || in_proxy)
+		return;
+	/* a QP being taken away waits for the proxies inside: none enters
+	 * while it waits */
+	if (pthread_rwlock_tryrdlock(&engine.proxy_lock) != 0)
+		return;
+	in_proxy = true;
+	atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
+	struct epoll_event ev[16];
+	int n = epoll_wait(engine.epfd, ev, 16, 0);
+	if (n > 0)
+		run_events(ev, n, ROLE_POLLER);
+	if (__atomic_load_n(&engine.kick_head, __ATOMIC_RELAXED))
+		run_kicks(ROLE_POLLER);
+	in_proxy = false;
+	pthread_rwlock_unlock(&engine.proxy_lock);
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_unpark(void)
+{
+	atomic_store_explicit(&engine.proxy_ns, 0, memory_order_relaxed);
+	pthread_mutex_lock(&engine.lock);
+	bool wake = engine.started && engine.parked;
+	pthread_mutex_unlock(&engine.lock);
+	if (wake) {
+		uint64_t one = 1;
+		(void)!write(engine.evfd, &one, sizeof(one));
+	}
+}
+
+/* While pollers do its work (a poller was in uiw_engine_proxy less than
+ * PARK_NS ago), the engine thread sleeps until that is PARK_NS old, its
+ * next deadline or a wake-up on the eventfd, whichever comes first, so
+ * that a stream's bytes wake nobody: the poller that is there anyway
+ * takes them. Returns whether it parked. */
+static bool engine_park(void)
+{
+	uint64_t now = uiw_now_ns();
+	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
+	if (!p || now - p >= PARK_NS)
+		return false;
+	uint64_t until = p + PARK_NS;
+	pthread_mutex_lock(&engine.lock);
+	if (engine.kick_head) {
+		pthread_mutex_unlock(&engine.lock);
+		return false;
+	}
+	for (int i = 0; i < engine.ndl; i++)
+		if (engine.dl[i]->deadline_ns < until)
+			until = engine.dl[i]->deadline_ns;
+	engine.parked = true;
+	pthread_mutex_unlock(&engine.lock);
+	if (until > now) {
+		uint64_t d = until - now;
+		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
+				      .tv_nsec = (long)(d % 1000000000u)};
+		struct pollfd pfd = {.fd = engine.evfd, .events = POLLIN};
+		if (ppoll(&pfd, 1, &ts, NULL) > 0) {
+			uint64_t v;
+			(void)!read(engine.evfd, &v, sizeof(v));
+		}
+	}
+	pthread_mutex_lock(&engine.lock);
+	engine.parked = false;
+	pthread_mutex_unlock(&engine.lock);
+	return true;
+}
+
 static void *engine_main(void *arg)
 {
 	(void)arg;
 	struct epoll_event ev[64];
 	int spin_us = uiw_config_get()->spin_us;
 	for (;;) {
-		pthread_mutex_lock(&engine.lock);
-		int tmo = next_timeout_locked(uiw_now_ns());
-		pthread_mutex_unlock(&engine.lock);
-		int n = 0;
-		if (spin_us && tmo != 0) {
-			/* UIWARP_SPIN_US: look again and again before sleeping */
-			uint64_t end = uiw_now_ns() + (uint64_t)spin_us * 1000;
-			do
-				n = epoll_wait(engine.epfd, ev, 64, 0);
-			while (n == 0 && uiw_now_ns() < end);
-		}
-		if (n == 0)
-			n = epoll_wait(engine.epfd, ev, 64, tmo);
-		for (int i = 0; i < n; i++) {
-			if (!ev[i].data.ptr) {
-				uint64_t v;
-				(void)!read(engine.evfd, &v, sizeof(v));
-				continue;
+		if (!engine_park()) {
+			pthread_mutex_lock(&engine.lock);
+			int tmo = next_timeout_locked(uiw_now_ns());
+			pthread_mutex_unlock(&engine.lock);
+			int n = 0;
+			if (spin_us && tmo != 0) {
+				/* UIWARP_SPIN_US: look again and again before sleeping */
+				uint64_t end = uiw_now_ns() + (uint64_t)spin_us * 1000;
+				do
+					n = epoll_wait(engine.epfd, ev, 64, 0);
+				while (n == 0 && uiw_now_ns() < end);
 			}
-			unsigned what = 0;
-			if (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-				what |= PROG_RX;
-			/* the socket is writable at nearly every event: only
-			 * a send side waiting for room wants to hear it */
-			struct uiw_qp *q = ev[i].data.ptr;
-			if ((ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) &&
-			    atomic_load(&q->want_out)) {
-				atomic_store(&q->out_ready, true);
-				what |= PROG_TX;
-			}
-			uiw_progress(ev[i].data.ptr, what, ROLE_ENGINE);
+			if (n == 0)
+				n = epoll_wait(engine.epfd, ev, 64, tmo);
+			if (n > 0)
+				run_events(ev, n, ROLE_ENGINE);
 		}
-		/* kicked QPs: take the list as it is now (kicks from here on
-		 * wait for the next cycle) */
-		pthread_mutex_lock(&engine.lock);
-		struct uiw_qp *k = engine.kick_head;
-		engine.kick_head = engine.kick_tail = NULL;
-		for (struct uiw_qp *q = k; q; q = q->kick_next)
-			q->kicked = false;
-		pthread_mutex_unlock(&engine.lock);
-		while (k) {
-			struct uiw_qp *next = k->kick_next;
-			uiw_progress(k, PROG_RX | PROG_TX, ROLE_ENGINE);
-			k = next;
-		}
+		run_kicks(ROLE_ENGINE);
 		/* deadlines that passed */
 		uint64_t now = uiw_now_ns();
 		for (int pass = 0; pass < 64; pass++) {
@@ -458,6 +565,17 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+/* A writer-preferring lock: proxies come and go all the time, and a
+ * QP's removal must not wait for a moment when none is inside. */
+static void proxy_lock_init(void)
+{
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&engine.proxy_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
 /* After fork the child has no engine thread: start afresh there. */
 static void engine_atfork_child(void)
 {
@@ -467,10 +585,14 @@ static void engine_atfork_child(void)
 		close(engine.evfd);
 	engine.epfd = engine.evfd = -1;
 	engine.started = false;
+	engine.parked = false;
 	engine.kick_head = engine.kick_tail = NULL;
 	engine.ndl = 0;
+	atomic_store(&engine.proxy_ns, 0);
 	pthread_mutex_init(&engine.lock, NULL);
 	pthread_cond_init(&engine.cycled, NULL);
+	in_proxy = false;
+	proxy_lock_init();
 }
 
 static void engine_register_atfork(void)
@@ -478,12 +600,15 @@ static void engine_register_atfork(void)
 	pthread_atfork(NULL, NULL, engine_atfork_child);
 }
 
+static pthread_once_t proxy_once = PTHREAD_ONCE_INIT;
+
 /* Starts the engine thread with every signal blocked. engine.lock held. */
 static int engine_start_locked(void)
 {
 	if (engine.started)
 		return 0;
 	pthread_once(&atfork_once, engine_register_atfork);
+	pthread_once(&proxy_once, proxy_lock_init);
 	engine.epfd = epoll_create1(EPOLL_CLOEXEC);
 	engine.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (engine.epfd < 0 || engine.evfd < 0)
@@ -528,9 +653,6 @@ int uiw_engine_attach(struct uiw_qp *qp)
 	pthread_mutex_unlock(&engine.lock);
 	if (rc)
 		return rc;
-	uiw_cq_watch_stream(qp->scq, qp, fd, true);
-	if (qp->rcq != qp->scq)
-		uiw_cq_watch_stream(qp->rcq, qp, fd, true);
 	uiw_engine_kick(qp, PROG_RX | PROG_TX);
 	return 0;
 }
@@ -563,13 +685,14 @@ void uiw_engine_detach(struct uiw_qp *qp)
 		qp->kicked = false;
 	}
 	qp->eng = NULL;
-	bool wait = engine.started && !pthread_equal(pthread_self(), engine.thread);
+	bool started = engine.started;
+	bool wait = started && !pthread_equal(pthread_self(), engine.thread);
 	uint64_t c = engine.cycles;
 	pthread_mutex_unlock(&engine.lock);
-	if (fd >= 0) {
-		uiw_cq_watch_stream(qp->scq, qp, fd, false);
-		if (qp->rcq != qp->scq)
-			uiw_cq_watch_stream(qp->rcq, qp, fd, false);
+	/* pollers inside uiw_engine_proxy may hold qp from their epoll_wait */
+	if (started && !in_proxy) {
+		pthread_rwlock_wrlock(&engine.proxy_lock);
+		pthread_rwlock_unlock(&engine.proxy_lock);
 	}
 	if (!wait)
 		return;

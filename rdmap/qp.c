@@ -194,15 +194,9 @@ int uiw_qp_destroy(struct uiw_qp *qp)
 	pthread_mutex_lock(&qp->lock);
 	qp->ev_fn = NULL;
 	pthread_mutex_unlock(&qp->lock);
-	/* no poller may reach it any more (out of the CQs' epoll sets first,
-	 * then out of their lists, which waits for pollers inside), then no
-	 * engine */
-	pthread_mutex_lock(&qp->lock);
-	int fd = qp->stream ? uiw_stream_fd(qp->stream) : -1;
-	pthread_mutex_unlock(&qp->lock);
-	uiw_cq_watch_stream(qp->scq, qp, fd, false);
-	if (qp->rcq != qp->scq)
-		uiw_cq_watch_stream(qp->rcq, qp, fd, false);
+	/* no poller may reach it any more (out of the CQs' lists, which
+	 * waits for pollers inside), then no engine (nor poller doing the
+	 * engine's work) */
 	uiw_cq_detach_qp(qp->scq, qp);
 	if (qp->rcq != qp->scq)
 		uiw_cq_detach_qp(qp->rcq, qp);

@@ -40,6 +40,13 @@ struct uiw_stream_ops {
 	/* Effective maximum segment size in bytes (RFC 5044 §4.1's EMSS), or
 	 * -errno. */
 	int (*emss)(struct uiw_stream *s);
+	/* Readiness (POLLIN) is worth reporting only once bytes bytes are
+	 * readable (>= 1): the reader is in the middle of an FPDU and that
+	 * many must come before it can finish it. Only the readiness changes:
+	 * recvv still takes what there is, and the end of the stream or an
+	 * error are reported at once. Best effort (TCP: SO_RCVLOWAT); may be
+	 * NULL. */
+	void (*rx_lowat)(struct uiw_stream *s, int bytes);
 	/* Half-closes the send direction (graceful close: TCP FIN). */
 	void (*shutdown_send)(struct uiw_stream *s);
 	/* Aborts both directions: later calls fail, a waiter on the descriptor
@@ -51,7 +58,8 @@ struct uiw_stream_ops {
 
 struct uiw_stream {
 	const struct uiw_stream_ops *ops;
-	int fd; /* what readiness is waited on; owned by the stream */
+	int fd;	   /* what readiness is waited on; owned by the stream */
+	int lowat; /* rx_lowat's last value (0: never set, i.e. 1) */
 };
 
 static inline ssize_t uiw_stream_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
@@ -61,6 +69,14 @@ static inline ssize_t uiw_stream_sendv(struct uiw_stream *s, const struct iovec 
 static inline ssize_t uiw_stream_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
 	return s->ops->recvv(s, iov, n);
+}
+/* See rx_lowat above; a call that changes nothing costs nothing. */
+static inline void uiw_stream_rx_lowat(struct uiw_stream *s, int bytes)
+{
+	if (bytes < 1)
+		bytes = 1;
+	if (s->ops->rx_lowat && bytes != (s->lowat ? s->lowat : 1))
+		s->ops->rx_lowat(s, bytes);
 }
 static inline int uiw_stream_fd(const struct uiw_stream *s)
 {

@@ -137,6 +137,17 @@ static int tcp_emss(struct uiw_stream *s)
 	return mss;
 }
 
+/* rx_lowat: see stream/stream.h. SO_RCVLOWAT: epoll and poll report
+ * POLLIN when that many bytes are queued (or the receive buffer is under
+ * pressure, or the stream ended), and setting it signals readiness at once
+ * if the bytes are already there (tcp_set_rcvlowat), so no wake-up is
+ * lost. */
+static void tcp_rx_lowat(struct uiw_stream *s, int bytes)
+{
+	if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0)
+		s->lowat = bytes;
+}
+
 static void tcp_shutdown_send(struct uiw_stream *s)
 {
 	(void)shutdown(s->fd, SHUT_WR);
@@ -161,6 +172,7 @@ static const struct uiw_stream_ops tcp_ops = {
     .recvv = tcp_recvv,
     .rx_buffered = tcp_rx_buffered,
     .emss = tcp_emss,
+    .rx_lowat = tcp_rx_lowat,
     .shutdown_send = tcp_shutdown_send,
     .abort = tcp_abort,
     .destroy = tcp_destroy,
