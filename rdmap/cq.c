@@ -119,8 +119,14 @@ static void cq_progress(struct uiw_cq *cq)
 {
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	int n = cq->nqps;
-	if (n > 0)
-		uiw_engine_proxy();
+	if (n > 0) {
+		/* armed: the application's last look before it sleeps on the
+		 * channel; the engine must not park for it */
+		pthread_mutex_lock(&cq->lock);
+		bool armed = cq->armed;
+		pthread_mutex_unlock(&cq->lock);
+		uiw_engine_proxy(!armed);
+	}
 	if (n > 0 && n <= CQ_SCAN_MAX) {
 		unsigned start = __atomic_fetch_add(&cq->rr, 1, __ATOMIC_RELAXED);
 		for (int i = 0; i < n; i++) {

@@ -214,9 +214,11 @@ int uiw_engine_attach(struct uiw_qp *qp);
 void uiw_engine_detach(struct uiw_qp *qp);
 /* The engine's work done by a thread polling a CQ (cq.c): one
  * epoll_wait(0) on the engine's set, progress on the streams it reports
- * and on kicked QPs. While pollers come by at least every PARK_NS
- * (200 us), the engine thread sleeps: bytes arriving wake no thread. */
-void uiw_engine_proxy(void);
+ * and on kicked QPs. While pollers that say park come by at least every
+ * PARK_NS (200 us), the engine thread sleeps: bytes arriving wake no
+ * thread. A poller about to sleep (its CQ armed: the last look after
+ * ibv_req_notify_cq) does not say park. */
+void uiw_engine_proxy(bool park);
 /* A poller stops polling (it arms a CQ to sleep on its channel): the
  * engine thread takes the streams back at once. */
 void uiw_engine_unpark(void);

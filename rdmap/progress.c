@@ -445,7 +445,7 @@ static void run_kicks(enum prog_role role)
 }
 
 /* See rdmap/internal.h. */
-void uiw_engine_proxy(void)
+void uiw_engine_proxy(bool park)
 {
 	if (!engine.started || engine.epfd < 0 || in_proxy)
 		return;
@@ -454,7 +454,8 @@ void uiw_engine_proxy(void)
 	if (pthread_rwlock_tryrdlock(&engine.proxy_lock) != 0)
 		return;
 	in_proxy = true;
-	atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
+	if (park)
+		atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
 	struct epoll_event ev[16];
 	int n = epoll_wait(engine.epfd, ev, 16, 0);
 	if (n > 0)
