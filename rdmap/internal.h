@@ -225,7 +225,9 @@ void uiw_engine_unpark(void);
 /* Asks the engine thread to run progress on qp soon (what: PROG_*). */
 void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
 /* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
- * deadline; when it passes, the engine runs PROG_TIMER progress. */
+ * deadline; when it passes, the engine runs PROG_TIMER progress (to the
+ * ns while it waits in epoll; a parked engine, whose pollers are about,
+ * is not woken for it and sees it within PARK_NS). */
 void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t uiw_now_ns(void);
@@ -334,6 +336,7 @@ struct uiw_qp {
 	bool tx_fail;		 /* a WQE failed locally: end the connection after the batch */
 	atomic_bool tx_deferred; /* a batch waits for the next poll (or its deadline) */
 	uint64_t tx_last_push_ns;
+	uint64_t tx_last_post_ns; /* the poster's last deferrable post */
 	bool term_queued;   /* a Terminate waits to be sent */
 	bool term_started;  /* tx side: it is being cut into the batch */
 	bool term_in_batch; /* tx side: all of it is in the batch */

@@ -340,7 +340,9 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 			qp->dl_index = engine.ndl;
 			engine.dl[engine.ndl++] = qp;
 		}
-		wake = !qp->deadline_ns || at_ns < qp->deadline_ns;
+		/* a parked engine is not woken: pollers are there (they
+		 * push what waits) and its nap ends within PARK_NS */
+		wake = (!qp->deadline_ns || at_ns < qp->deadline_ns) && !engine.parked;
 		if (!qp->deadline_ns || at_ns < qp->deadline_ns)
 			qp->deadline_ns = at_ns;
 	}
@@ -378,9 +380,9 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what)
 	}
 }
 
-/* Milliseconds until the earliest deadline (rounded up), -1 if none, 0 if
- * something is kicked. engine.lock held. */
-static int next_timeout_locked(uint64_t now)
+/* Nanoseconds until the earliest deadline (at most a minute), -1 if none,
+ * 0 if something is kicked. engine.lock held. */
+static int64_t next_timeout_locked(uint64_t now)
 {
 	if (engine.kick_head)
 		return 0;
@@ -392,8 +394,8 @@ static int next_timeout_locked(uint64_t now)
 		return -1;
 	if (min <= now)
 		return 0;
-	uint64_t ms = (min - now + 999999) / 1000000;
-	return ms > 60000 ? 60000 : (int)ms;
+	uint64_t ns = min - now;
+	return ns > 60000000000ull ? 60000000000ll : (int64_t)ns;
 }
 
 /* Runs what epoll reported: the stream's bytes or end (PROG_RX), room
@@ -525,7 +527,7 @@ static void *engine_main(void *arg)
 	for (;;) {
 		if (!engine_park()) {
 			pthread_mutex_lock(&engine.lock);
-			int tmo = next_timeout_locked(uiw_now_ns());
+			int64_t tmo = next_timeout_locked(uiw_now_ns());
 			pthread_mutex_unlock(&engine.lock);
 			int n = 0;
 			if (spin_us && tmo != 0) {
@@ -535,8 +537,13 @@ static void *engine_main(void *arg)
 					n = epoll_wait(engine.epfd, ev, 64, 0);
 				while (n == 0 && uiw_now_ns() < end);
 			}
-			if (n == 0)
-				n = epoll_wait(engine.epfd, ev, 64, tmo);
+			if (n == 0) {
+				/* to the nanosecond: a batch waiting DEFER_MAX_NS
+				 * (tx.c) must not wait a millisecond */
+				struct timespec ts = {.tv_sec = (time_t)(tmo / 1000000000),
+						      .tv_nsec = (long)(tmo % 1000000000)};
+				n = epoll_pwait2(engine.epfd, ev, 64, tmo < 0 ? NULL : &ts, NULL);
+			}
 			if (n > 0)
 				run_events(ev, n, ROLE_ENGINE);
 		}

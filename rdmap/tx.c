@@ -346,14 +346,18 @@ static void tx_local_failure(struct uiw_qp *qp)
 /* Doorbell batching. A thread that posts WRs one by one in a tight loop
  * (perftest's bandwidth and message-rate loops) would pay one sendmsg per
  * WR, and one unbatched send per message tops out near 0.8 M/s here. So a
- * poster leaves a batch that has room for more in place when it pushed one
- * moments ago (DEFER_NS) and a thread polled one of the QP's CQs moments
+ * poster leaves a batch that has room for more in place when it pushed or
+ * posted one moments ago (DEFER_NS) and a thread polled one of the QP's CQs moments
  * ago too: that thread is about to poll again, and the poll pushes it
- * (cq.c drives the send side first). The engine pushes it at DEFER_MAX_NS
- * if nobody does. A WR posted after a pause, or to a QP nobody polls, goes
- * out in its post, as always. */
+ * (cq.c drives the send side first). A poster that keeps DEFER_DEPTH or
+ * more WRs outstanding (posted, completion not yet polled) is streaming:
+ * its batch waits too, though its last poll may be long ago (perftest
+ * posts 100 WRs between two polls). The engine pushes a waiting batch at
+ * DEFER_MAX_NS if nobody does. A WR posted after a pause, or with few
+ * outstanding to a QP nobody polls (a ping-pong), goes out in its post. */
 #define DEFER_NS (10ull * 1000)
 #define DEFER_MAX_NS (50ull * 1000)
+#define DEFER_DEPTH 8u
 
 static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 {
@@ -362,9 +366,13 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	    b->bytes >= MPA_TX_MAX_BYTES / 2)
 		return false;
 	uint64_t now = uiw_now_ns();
-	if (now - qp->tx_last_push_ns > DEFER_NS)
+	uint64_t prev = qp->tx_last_post_ns;
+	qp->tx_last_post_ns = now;
+	if (now - qp->tx_last_push_ns > DEFER_NS && now - prev > DEFER_NS)
 		return false;
-	if (now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
+	unsigned depth = __atomic_load_n(&qp->sq_tail, __ATOMIC_RELAXED) -
+			 atomic_load_explicit(&qp->sq_polled, memory_order_relaxed);
+	if (depth < DEFER_DEPTH && now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
 	    now - uiw_cq_last_poll(qp->rcq) > DEFER_NS)
 		return false;
 	if (!qp->tx_deferred) {
