@@ -11,6 +11,10 @@
  * | UIWARP_CONNECT_RETRY_MS | 250   | retry a refused TCP connect this long (0: no) |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
  * | UIWARP_TCP_MAXSEG     | (path)  | clamp the TCP MSS (tests of small-MTU paths)   |
+ * | UIWARP_TCP_SNDBUF / UIWARP_TCP_RCVBUF | (auto) | socket buffer sizes (bytes)     |
+ * | UIWARP_TCP_NOTSENT_LOWAT | (system) | TCP_NOTSENT_LOWAT (bytes)                  |
+ * | UIWARP_DEAD_PEER_MS   | 30000   | dead-peer bound: TCP_USER_TIMEOUT + keepalive  |
+ * |                       |         | (0: the kernel's defaults)                     |
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
  * | UIWARP_MPA_MARKERS    | 0       | 0 no markers (reject a peer's M), 1 honour a   |
  * |                       |         | peer's M, 2 also ask for markers (RFC 5044 §5)  |
@@ -23,6 +27,7 @@
  *
  * docs/configuration.md is the full list (UIWARP_LOG, UIWARP_STATS, ...).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -81,6 +86,14 @@ static void config_load(void)
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");
 	if (cc && strlen(cc) < sizeof(cfg.tcp.cc))
 		strcpy(cfg.tcp.cc, cc);
+	long b = env_long("UIWARP_TCP_SNDBUF", 0);
+	cfg.tcp.sndbuf = b > 0 && b <= INT_MAX / 2 ? (int)b : 0;
+	b = env_long("UIWARP_TCP_RCVBUF", 0);
+	cfg.tcp.rcvbuf = b > 0 && b <= INT_MAX / 2 ? (int)b : 0;
+	b = env_long("UIWARP_TCP_NOTSENT_LOWAT", 0);
+	cfg.tcp.notsent_lowat = b > 0 && b <= INT_MAX ? (int)b : 0;
+	b = env_long("UIWARP_DEAD_PEER_MS", UIW_DEAD_PEER_MS_DEFAULT);
+	cfg.tcp.dead_peer_ms = b >= 0 && b <= 24L * 3600 * 1000 ? (int)b : UIW_DEAD_PEER_MS_DEFAULT;
 }
 
 const struct uiw_config *uiw_config_get(void)

@@ -32,6 +32,9 @@
 
 /* ------------------------------------------------------------- config.c */
 
+/* The dead-peer bound's default (ms): docs/configuration.md. */
+#define UIW_DEAD_PEER_MS_DEFAULT 30000
+
 struct uiw_config {
 	struct mpa_config mpa;
 	struct uiw_tcp_opts tcp;
@@ -278,7 +281,8 @@ struct uiw_qp {
 	bool connected, closing, tx_gate_open, rx_seen_first;
 	bool terminated, disconnected_reported;
 	bool rx_ended;	  /* the connection is closed (events reported) */
-	bool local_fatal; /* a send WR failed locally: UIW_QP_EV_FATAL before DISCONNECTED */
+	bool local_fatal; /* a send WR failed locally, or the dead-peer bound passed:
+			     UIW_QP_EV_FATAL before DISCONNECTED */
 	bool fin_sent;	  /* SQD: our FIN went out after the queued work */
 	uiw_qp_event_fn ev_fn;
 	void *ev_ctx;
@@ -337,11 +341,11 @@ struct uiw_qp {
 	atomic_bool tx_deferred; /* a batch waits for the next poll (or its deadline) */
 	uint64_t tx_last_push_ns;
 	uint64_t tx_last_post_ns; /* the poster's last deferrable post */
-	bool term_queued;   /* a Terminate waits to be sent */
-	bool term_started;  /* tx side: it is being cut into the batch */
-	bool term_in_batch; /* tx side: all of it is in the batch */
-	bool term_sent;	    /* ... and went out (qp->lock) */
-	bool term_closed;   /* rx side: the stream was aborted after it */
+	bool term_queued;	  /* a Terminate waits to be sent */
+	bool term_started;	  /* tx side: it is being cut into the batch */
+	bool term_in_batch;	  /* tx side: all of it is in the batch */
+	bool term_sent;		  /* ... and went out (qp->lock) */
+	bool term_closed;	  /* rx side: the stream was aborted after it */
 	uint8_t term_payload[RDMAP_TERM_MAX_PAYLOAD];
 	uint32_t term_len;
 	uint8_t rtr_body[sizeof(struct rdmap_read_req)];
@@ -370,6 +374,12 @@ struct uiw_qp {
 
 /* Records why the stream ended, unless a reason is recorded. qp->lock held. */
 void uiw_qp_set_close_reason(struct uiw_qp *qp, enum uiw_close_reason why);
+/* The stream failed with ETIMEDOUT: the dead-peer bound passed
+ * (UIWARP_DEAD_PEER_MS; TCP_USER_TIMEOUT, RFC 5482). Unless the connection
+ * already had a reason to close, that is the reason and the QP reports
+ * FATAL before DISCONNECTED (the outstanding WRs are flushed as on any
+ * abortive close). qp->lock held. */
+void uiw_qp_stream_timeout_locked(struct uiw_qp *qp);
 /* Queues a connection event; it is reported once rx_lock is let go
  * (progress.c). rx_lock holder. */
 void uiw_qp_event_due(struct uiw_qp *qp, enum uiw_qp_event ev);

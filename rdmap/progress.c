@@ -109,6 +109,15 @@ static void quiet(struct uiw_qp *qp)
 	pthread_mutex_unlock(&engine.lock);
 }
 
+/* See rdmap/internal.h. */
+void uiw_qp_stream_timeout_locked(struct uiw_qp *qp)
+{
+	if (qp->close_reason == UIW_CLOSE_NONE) {
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TIMEOUT);
+		qp->local_fatal = true;
+	}
+}
+
 /* The connection is over: flush what is left, close our half, report
  * (FATAL first when a send WR failed locally) DISCONNECTED. RFC 5040 §6.
  * rx_lock holder. */
@@ -225,11 +234,14 @@ static void rx_pass(struct uiw_qp *qp, enum prog_role role)
 		closing(qp);
 }
 
-/* The send side failed (the stream broke): flush and abort; the receive
- * side finds out and ends the connection. tx_lock holder. */
-static void tx_failed(struct uiw_qp *qp)
+/* The send side failed with r (the stream broke: -EPIPE, -ECONNRESET,
+ * -ETIMEDOUT when the dead-peer bound passed): flush and abort; the
+ * receive side finds out and ends the connection. tx_lock holder. */
+static void tx_failed(struct uiw_qp *qp, int r)
 {
 	pthread_mutex_lock(&qp->lock);
+	if (r == -ETIMEDOUT)
+		uiw_qp_stream_timeout_locked(qp); /* else the receive side says why */
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
 	qp->tx_busy = false;
@@ -244,8 +256,9 @@ static void tx_pass(struct uiw_qp *qp, enum prog_role role)
 {
 	if (!qp->stream)
 		return;
-	if (uiw_tx_run(qp, role) < 0)
-		tx_failed(qp);
+	int r = uiw_tx_run(qp, role);
+	if (r < 0)
+		tx_failed(qp, r);
 }
 
 /* Runs one side's pass if its lock is free; the holder of a taken lock

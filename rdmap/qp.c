@@ -152,7 +152,10 @@ void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev)
 	if (ev == UIW_QP_EV_TERMINATE && term.valid && !term.sent)
 		uiw_stat_qp_term(qp, false, term.layer, term.etype, term.ecode);
 	else if (ev == UIW_QP_EV_FATAL)
-		uiw_qp_log(qp, UIW_LOG_ERROR, "fatal: a send WR failed locally");
+		uiw_qp_log(qp, UIW_LOG_ERROR, "fatal: %s",
+			   why == UIW_CLOSE_PEER_TIMEOUT
+			       ? "the peer did not answer within the dead-peer bound"
+			       : "a send WR failed locally");
 	else if (ev == UIW_QP_EV_DISCONNECTED && fire)
 		uiw_stat_qp_ended(qp, why);
 	if (fire && fn)

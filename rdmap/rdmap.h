@@ -329,6 +329,9 @@ enum uiw_close_reason {
 	UIW_CLOSE_LOCAL_ABORT,	  /* uiw_qp_modify(ERR) while connected, or a send WR that failed
 				     locally */
 	UIW_CLOSE_LLP_ERROR,	  /* another error of the TCP stream */
+	UIW_CLOSE_PEER_TIMEOUT,	  /* the dead-peer bound passed (UIWARP_DEAD_PEER_MS: sent data
+				     unacknowledged, or keepalive unanswered, that long); the QP
+				     reports FATAL before DISCONNECTED */
 };
 enum uiw_close_reason uiw_qp_close_reason(struct uiw_qp *qp);
 

@@ -382,6 +382,8 @@ const char *uiw_close_reason_name(enum uiw_close_reason why)
 		return "local abort";
 	case UIW_CLOSE_LLP_ERROR:
 		return "TCP error";
+	case UIW_CLOSE_PEER_TIMEOUT:
+		return "peer timeout";
 	}
 	return "?";
 }

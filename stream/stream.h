@@ -88,8 +88,18 @@ static inline int uiw_stream_fd(const struct uiw_stream *s)
 /* Socket options uiwarp applies to its TCP sockets (from the engine's
  * configuration, docs/configuration.md). */
 struct uiw_tcp_opts {
-	char cc[16]; /* TCP_CONGESTION, "" for the system's */
-	int maxseg;  /* TCP_MAXSEG in bytes, 0 for the path's */
+	char cc[16];	   /* TCP_CONGESTION, "" for the system's */
+	int maxseg;	   /* TCP_MAXSEG in bytes, 0 for the path's */
+	int sndbuf;	   /* SO_SNDBUF in bytes, 0 for the kernel's autotuning */
+	int rcvbuf;	   /* SO_RCVBUF in bytes, 0 for the kernel's autotuning */
+	int notsent_lowat; /* TCP_NOTSENT_LOWAT in bytes, 0 for the system's */
+	/* The dead-peer bound in ms, 0 for the kernel's defaults (about 15
+	 * minutes of retransmissions; no keepalive): TCP_USER_TIMEOUT (sent
+	 * data unacknowledged this long fails the socket with ETIMEDOUT) and
+	 * keepalive probes from half of it on, every tenth of it (an idle
+	 * socket whose peer stopped answering fails the same way, within the
+	 * bound plus one probe interval). RFC 5482, RFC 1122 §4.2.3.6. */
+	int dead_peer_ms;
 };
 
 /* Wraps a connected TCP socket: sets O_NONBLOCK and TCP_NODELAY (best
@@ -98,8 +108,12 @@ struct uiw_tcp_opts {
  * (the caller still owns fd). RFC 5044 §2. */
 struct uiw_stream *uiw_stream_tcp(int fd);
 
-/* Applies o (congestion control, MSS clamp) to a TCP socket; NULL o does
- * nothing. Errors are ignored (an unknown algorithm keeps the default). */
+/* Applies o (congestion control, MSS clamp, buffer sizes, not-sent low
+ * water mark, the dead-peer bound) to a TCP socket, before connect or
+ * listen so that the window scale follows the receive buffer; a listener's
+ * options are inherited by the sockets it accepts. NULL o does nothing.
+ * Errors are ignored (an unknown algorithm keeps the default; SO_SNDBUF /
+ * SO_RCVBUF are capped by net.core.wmem_max / rmem_max). */
 void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o);
 
 /* A connected TCP socket to dst (from src when not NULL, SO_REUSEADDR),

@@ -211,6 +211,26 @@ void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
 	if (o->cc[0])
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->cc,
 				 (socklen_t)strnlen(o->cc, sizeof(o->cc)));
+	if (o->sndbuf > 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sndbuf, sizeof(o->sndbuf));
+	if (o->rcvbuf > 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o->rcvbuf, sizeof(o->rcvbuf));
+	if (o->notsent_lowat > 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &o->notsent_lowat,
+				 sizeof(o->notsent_lowat));
+	if (o->dead_peer_ms > 0) {
+		unsigned ut = (unsigned)o->dead_peer_ms;
+		/* keepalive times are whole seconds, at least 1 */
+		int idle = o->dead_peer_ms / 2000, intvl = o->dead_peer_ms / 10000, one = 1;
+		int cnt = 10; /* unused: with TCP_USER_TIMEOUT set, the bound ends it */
+		idle = idle < 1 ? 1 : idle;
+		intvl = intvl < 1 ? 1 : intvl;
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+		(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	}
 }
 
 /* A non-blocking TCP socket for dst's family, bound to src if given.
