@@ -28,7 +28,8 @@
  *                 1 MiB messages of each kind, about 64 MiB in all. With
  *                 rxm's defaults (fi_rxm(7)) 1000 B goes eager, 64 KiB by
  *                 segmentation (SAR, to 128 KiB) and the larger two by
- *                 rendezvous (RMA Read by the receiver). A window is up to
+ *                 rendezvous (RMA Read by the receiver; FI_OFI_RXM_SAR_LIMIT=
+ *                 16384 sends 64 KiB by rendezvous too). A window is up to
  *                 64 messages and 4 MiB; the server has its receives
  *                 posted before the window is sent, checks every
  *                 completion (length, tag) and every byte (a pattern of

@@ -232,10 +232,16 @@ fi_pingpong_msg | fi_pingpong_rdm | fi_pingpong_rdm_tagged)
 	pattern='^1m +100 +=100 '
 	server_pattern='^1m +100 +=100 '
 	;;
-fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged | fi_rdm_bw)
+fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged | fi_rdm_bw | fi_rdm_bw_rndv)
 	need=$bindir/fi_check
 	lo_if=1
 	t=${case_name#fi_}
+	if [ "$case_name" = fi_rdm_bw_rndv ]; then
+		# rxm's SAR limit down to its eager size: 64 KiB by rendezvous too
+		t=rdm_bw
+		server_env="FI_OFI_RXM_SAR_LIMIT=16384"
+		client_env=$server_env
+	fi
 	prov=verbs
 	case $t in
 	rdm_*) prov="verbs;ofi_rxm" ;;
