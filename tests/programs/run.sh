@@ -16,7 +16,9 @@
 # "lo" mode is one namespace with a veth pair, 198.51.100.1 on one end,
 # server and client in it (root only). "clean_error" cases pass when the
 # program reports the expected error (server_pattern) and nothing dies of a
-# signal; the "mpi" case runs mpirun (both ranks in one namespace, or one
+# signal; "detect" cases pass when the server's data checks catch a fault
+# the client makes on purpose (server_pattern) and both ends fail cleanly;
+# the "mpi" case runs mpirun (both ranks in one namespace, or one
 # per namespace through an rsh agent of ours) under a capture and checks
 # the MPA Request / Reply and FPDUs of a verbs connection with tshark.
 set -u
@@ -230,10 +232,16 @@ fi_pingpong_msg | fi_pingpong_rdm | fi_pingpong_rdm_tagged)
 	pattern='^1m +100 +=100 '
 	server_pattern='^1m +100 +=100 '
 	;;
-fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged)
+fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged | fi_rdm_bw | fi_rdm_bw_rndv)
 	need=$bindir/fi_check
 	lo_if=1
 	t=${case_name#fi_}
+	if [ "$case_name" = fi_rdm_bw_rndv ]; then
+		# rxm's SAR limit down to its eager size: 64 KiB by rendezvous too
+		t=rdm_bw
+		server_env="FI_OFI_RXM_SAR_LIMIT=16384"
+		client_env=$server_env
+	fi
 	prov=verbs
 	case $t in
 	rdm_*) prov="verbs;ofi_rxm" ;;
@@ -242,6 +250,22 @@ fi_msg_pingpong | fi_msg_bw | fi_msg_rma | fi_rdm_tagged)
 	client="$need -p $prov -t $t -B @PORT@ @ADDR@"
 	pattern="fi_check: $t .* ok: client, [0-9]+ bytes checked, provider $prov, fabric Ethernet-iWARP, domain uiw0"
 	server_pattern="fi_check: $t .* ok: server"
+	;;
+# rdm_bw's checks must catch a fault the client makes on purpose (-F): a
+# flipped bit, a message one byte short, the last message left out
+fi_rdm_bw_corrupt | fi_rdm_bw_short | fi_rdm_bw_missing)
+	need=$bindir/fi_check
+	lo_if=1
+	kind=detect
+	csecs=40
+	f=${case_name#fi_rdm_bw_}
+	server="$need -p verbs;ofi_rxm -t rdm_bw -B @PORT@"
+	client="$need -p verbs;ofi_rxm -t rdm_bw -F $f -B @PORT@ @ADDR@"
+	case $f in
+	corrupt) server_pattern='FAIL: message [0-9]+ \(1048576 bytes\): byte 524305 is 0x' ;;
+	short) server_pattern='FAIL: message [0-9]+: 1048575 bytes, not 1048576' ;;
+	missing) server_pattern='FAIL: no completion within 10000 ms' ;;
+	esac
 	;;
 # Open MPI 4.1, two ranks over the ofi MTL with "verbs;ofi_rxm"
 mpi_pingpong)
@@ -407,6 +431,15 @@ if [ "$kind" = clean_error ]; then
 	! grep -q 'got signal' "$UIWV_TMP/client" "$UIWV_TMP/server" ||
 		uiwv_fail "a job died of a signal"
 	grep -Eq "$server_pattern" "$UIWV_TMP/server" || uiwv_fail "server output lacks /$server_pattern/"
+	uiwv_pass
+fi
+if [ "$kind" = detect ]; then
+	# the server's checks catch the client's fault: it fails cleanly with
+	# the expected report, and the client does not report success either
+	uiwv_clean_fail "$src" || uiwv_fail "server exit $src: expected a clean failure"
+	grep -Eq "$server_pattern" "$UIWV_TMP/server" || uiwv_fail "server output lacks /$server_pattern/"
+	uiwv_clean_fail "$crc" || uiwv_fail "client exit $crc: expected a clean failure"
+	! grep -q ' ok: ' "$UIWV_TMP/client" || uiwv_fail "the client reported success"
 	uiwv_pass
 fi
 if [ "$kind" = refuse ]; then
