@@ -144,6 +144,23 @@ static int tcp_emss(struct uiw_stream *s)
  * lost. */
 static void tcp_rx_lowat(struct uiw_stream *s, int bytes)
 {
+	/* Linux (tcp_set_rcvlowat) grows the receive buffer to hold a low
+	 * water mark larger than it and then clamps the receive window to the
+	 * mark: the window stops autotuning at ~64 KiB and a long path runs at
+	 * 64 KiB per RTT (a 20 ms path: 8 instead of 22 MiB/s with bbr). So
+	 * the mark stays within a quarter of the buffer, which autotuning
+	 * grows as the path needs (SO_RCVBUF, read again only when a mark
+	 * would pass the cap). */
+	if (bytes > s->rcvbuf / 4) {
+		int rb = 0;
+		socklen_t len = sizeof(rb);
+		if (getsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rb, &len) == 0)
+			s->rcvbuf = rb;
+		if (bytes > s->rcvbuf / 4)
+			bytes = s->rcvbuf / 4 > 1 ? s->rcvbuf / 4 : 1;
+	}
+	if (bytes == (s->lowat ? s->lowat : 1))
+		return;
 	if (setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0)
 		s->lowat = bytes;
 }

@@ -12,6 +12,9 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 
 #include "mpa_test_util.h"
@@ -288,6 +291,39 @@ static void *late_listen(void *arg)
 	return NULL;
 }
 
+/* The readiness mark never clamps the receive window: Linux grows the
+ * buffer for a mark larger than it and clamps the window to the mark
+ * (tcp_set_rcvlowat), which held a 20 ms path to 64 KiB per round trip.
+ * A mark of 200000 bytes on a fresh socket (131072-byte buffer) is cut to
+ * a quarter of the buffer and the window clamp stays where it was; the
+ * mark still reports readiness once that many bytes are there. */
+static void test_rx_lowat_keeps_window(void **state)
+{
+	struct pair *p = *state;
+	int fd = uiw_stream_fd(p->b), clamp0 = 0, clamp = 0, lowat = 0, rb = 0;
+	socklen_t len = sizeof(int);
+
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &clamp0, &len), 0);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rb, &len), 0);
+	uiw_stream_rx_lowat(p->b, 200000);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &len), 0);
+	assert_true(lowat > 1);
+	assert_true(lowat <= rb / 4);
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &clamp, &len), 0);
+	assert_int_equal(clamp, clamp0);
+
+	/* readiness at the mark, not before */
+	static char buf[1 << 16];
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	assert_int_equal(send(uiw_stream_fd(p->a), buf, (size_t)lowat - 1, 0), lowat - 1);
+	assert_int_equal(poll(&pfd, 1, 100), 0);
+	assert_int_equal(send(uiw_stream_fd(p->a), buf, 1, 0), 1);
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	uiw_stream_rx_lowat(p->b, 1);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &len), 0);
+	assert_int_equal(lowat, 1);
+}
+
 static void test_connect_listen(void **state)
 {
 	(void)state;
@@ -332,6 +368,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_recv_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_abort_wakes_waiter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_send_after_peer_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_rx_lowat_keeps_window, setup, teardown),
 	    cmocka_unit_test(test_connect_listen),
 	};
 
