@@ -274,10 +274,15 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out)
 {
+	return uiw_listen_ex(addr, backlog, false, out);
+}
+
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out)
+{
 	struct uiw_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->fd = uiw_tcp_listen(addr, backlog, false, &uiw_config_get()->tcp);
+	l->fd = uiw_tcp_listen(addr, backlog, v6only, &uiw_config_get()->tcp);
 	if (l->fd < 0) {
 		int e = -l->fd;
 		free(l);

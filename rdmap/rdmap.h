@@ -378,6 +378,11 @@ struct uiw_conn_req;
 /* Binds a TCP listener to addr (SO_REUSEADDR, port 0 picks one) with
  * backlog. Returns 0 and *out, or -EADDRINUSE, -EADDRNOTAVAIL, -errno. */
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out);
+/* uiw_listen with IPV6_V6ONLY set to v6only on an IPv6 listener (ignored
+ * for IPv4): true takes IPv6 connections only, so [::]:P can listen beside
+ * 0.0.0.0:P (rdma_cm's RDMA_OPTION_ID_AFONLY); uiw_listen passes false
+ * (IPv4-mapped connections too). Same results as uiw_listen. */
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out);
 /* The bound address (port filled in). */
 void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out);
 /* Waits for the next connection and its MPA Request (RFC 5044 §7.1.2),

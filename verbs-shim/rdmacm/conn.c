@@ -275,11 +275,11 @@ static void *listen_worker(void *arg)
 
 /* rdma_listen(3): starts listening on the bound address (TCP listener
  * with SO_REUSEADDR, so a port can be re-bound right after the previous
- * listener is destroyed) and a thread that reports each MPA request as
- * CONNECT_REQUEST with a new id (listen_id, verbs, addresses and
- * param.conn set) on this id's channel. backlog <= 0 means 1024.
- * 0, or -1 with errno EINVAL (not bound), EADDRINUSE, EADDRNOTAVAIL,
- * errno of socket calls. */
+ * listener is destroyed; an IPv6 one with IPV6_V6ONLY as
+ * RDMA_OPTION_ID_AFONLY or net.ipv6.bindv6only says, rdma_set_option) and a thread that reports
+ * each MPA request as CONNECT_REQUEST with a new id (listen_id, verbs, addresses and param.conn
+ * set) on this id's channel. backlog <= 0 means 1024. 0, or -1 with errno EINVAL (not bound),
+ * EADDRINUSE, EADDRNOTAVAIL, errno of socket calls. */
 CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 {
 	struct cm_id *id = cm_id_of(rid);
@@ -290,7 +290,9 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 		errno = EINVAL;
 		return -1;
 	}
-	ret = uiw_listen(&rid->route.addr.src_addr, backlog > 0 ? backlog : 1024, &id->listener);
+	/* AFONLY as set, else the namespace's default seen at bind */
+	ret = uiw_listen_ex(&rid->route.addr.src_addr, backlog > 0 ? backlog : 1024,
+			    id->afonly >= 0 ? id->afonly != 0 : id->v6only_dflt, &id->listener);
 	if (ret) {
 		id->listener = NULL;
 		errno = -ret;

@@ -187,6 +187,7 @@ struct cm_id *cm_id_new(struct rdma_event_channel *channel, void *context, enum 
 	id->id.ps = ps;
 	id->id.qp_type = IBV_QPT_RC;
 	id->id.port_num = 1;
+	id->afonly = -1;
 	pthread_mutex_lock(&cm_lock);
 	id->handle = next_handle++;
 	id->next_live = live_ids;
