@@ -258,6 +258,12 @@ static void *listen_worker(void *arg)
 			struct cm_channel *c = cm_channel_of(lid->id.channel);
 			char b = 0;
 
+			if (c->dead) { /* the application destroyed the channel */
+				pthread_mutex_unlock(&cm_lock);
+				free(e);
+				rdma_destroy_id(&nid->id);
+				continue;
+			}
 			e->next = NULL;
 			if (c->tail)
 				c->tail->next = e;
