@@ -4,6 +4,8 @@
  * the result of their operation.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +14,22 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm_priv.h"
+
+/* ------------------------------------------------------------- threads */
+
+int cm_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int e;
+
+	/* the new thread inherits the creator's mask: block everything
+	 * around the create (glibc keeps its own internal signals usable) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return e;
+}
 
 /* ------------------------------------------------------------- channel */
 

@@ -8,7 +8,10 @@
  *
  * Threads: no thread exists before rdma_connect / rdma_accept (one worker
  * each, joined by the next operation or by rdma_destroy_id) and
- * rdma_listen (one per listener, joined by rdma_destroy_id).
+ * rdma_listen (one per listener, joined by rdma_destroy_id). Each is
+ * created with every signal blocked (cm_thread_create): a library must not
+ * change which thread a process's signals reach (tgt blocks SIGUSR2 in its
+ * main thread and reads it through a signalfd).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +43,7 @@ static void established(struct cm_id *id, struct cm_event *e)
  * or the connection's error for a synchronous id). */
 static int start_worker(struct cm_id *id, void *(*fn)(void *), enum cm_state prev)
 {
-	int e = pthread_create(&id->worker, NULL, fn, id);
+	int e = cm_thread_create(&id->worker, fn, id);
 
 	if (e) {
 		pthread_mutex_lock(&cm_lock);
@@ -307,7 +310,7 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 	uiw_listener_addr(id->listener, &bound);
 	if (cm_addr_len((struct sockaddr *)&bound))
 		memcpy(&rid->route.addr.src_storage, &bound, sizeof(bound));
-	ret = pthread_create(&id->listen_thread, NULL, listen_worker, id);
+	ret = cm_thread_create(&id->listen_thread, listen_worker, id);
 	if (ret) {
 		uiw_listener_close(id->listener);
 		id->listener = NULL;
