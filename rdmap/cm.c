@@ -274,10 +274,15 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out)
 {
+	return uiw_listen_ex(addr, backlog, false, out);
+}
+
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out)
+{
 	struct uiw_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	l->fd = uiw_tcp_listen(addr, backlog, false, &uiw_config_get()->tcp);
+	l->fd = uiw_tcp_listen(addr, backlog, v6only, &uiw_config_get()->tcp);
 	if (l->fd < 0) {
 		int e = -l->fd;
 		free(l);
@@ -429,12 +434,14 @@ int uiw_listener_close(struct uiw_listener *l)
 	return 0;
 }
 
-int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_conn_param *param,
-	       int timeout_ms)
+int uiw_accept_start(struct uiw_conn_req *req, struct uiw_qp *qp,
+		     const struct uiw_conn_param *param, bool *p2p)
 {
 	const struct uiw_config *cfg = uiw_config_get();
 	struct uiw_stream *s = req->s;
 	int rc = -EINVAL;
+	if (p2p)
+		*p2p = false;
 	if (param->private_data_len > UIW_MAX_PRIVATE_DATA || !qp_connectable(qp))
 		goto fail;
 	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
@@ -450,6 +457,8 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 	rc = qp_attach(qp, s, &neg);
 	if (rc)
 		goto fail;
+	/* RTS now; the send side holds what is posted until the initiator's
+	 * first FPDU (tx_gate_open, rx.c first_fpdu) */
 	rc = qp_start(qp);
 	if (rc) {
 		uiw_engine_detach(qp);
@@ -457,8 +466,25 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 		goto fail;
 	}
 	free(req);
-	if (!neg.p2p)
-		return 0;
+	if (p2p)
+		*p2p = neg.p2p;
+	return 0;
+fail:
+	uiw_stat_event(UIW_STAT_EV_CONN_FAILED);
+	if (uiw_log_on(UIW_LOG_WARN)) {
+		char who[128], t[96];
+		snprintf(who, sizeof(who), "qp=%u %s", uiw_qp_num(qp),
+			 uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)));
+		uiw_log(UIW_LOG_WARN, who, "accept failed: %s", strerror(-rc));
+	}
+	s->ops->destroy(s);
+	free(req);
+	return rc;
+}
+
+int uiw_accept_wait(struct uiw_qp *qp, int timeout_ms)
+{
+	const struct uiw_config *cfg = uiw_config_get();
 	/* RFC 6581 §4: established once the initiator's RTR has arrived */
 	uint64_t end = now_ms() + (uint64_t)(timeout_ms >= 0 ? timeout_ms : cfg->mpa.timeout_ms);
 	pthread_mutex_lock(&qp->lock);
@@ -488,17 +514,16 @@ int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_con
 		return -ETIMEDOUT;
 	}
 	return 0;
-fail:
-	uiw_stat_event(UIW_STAT_EV_CONN_FAILED);
-	if (uiw_log_on(UIW_LOG_WARN)) {
-		char who[128], t[96];
-		snprintf(who, sizeof(who), "qp=%u %s", uiw_qp_num(qp),
-			 uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)));
-		uiw_log(UIW_LOG_WARN, who, "accept failed: %s", strerror(-rc));
-	}
-	s->ops->destroy(s);
-	free(req);
-	return rc;
+}
+
+int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_conn_param *param,
+	       int timeout_ms)
+{
+	bool p2p;
+	int rc = uiw_accept_start(req, qp, param, &p2p);
+	if (rc || !p2p)
+		return rc;
+	return uiw_accept_wait(qp, timeout_ms);
 }
 
 int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len)

@@ -381,6 +381,11 @@ struct uiw_conn_req;
 /* Binds a TCP listener to addr (SO_REUSEADDR, port 0 picks one) with
  * backlog. Returns 0 and *out, or -EADDRINUSE, -EADDRNOTAVAIL, -errno. */
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out);
+/* uiw_listen with IPV6_V6ONLY set to v6only on an IPv6 listener (ignored
+ * for IPv4): true takes IPv6 connections only, so [::]:P can listen beside
+ * 0.0.0.0:P (rdma_cm's RDMA_OPTION_ID_AFONLY); uiw_listen passes false
+ * (IPv4-mapped connections too). Same results as uiw_listen. */
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out);
 /* The bound address (port filled in). */
 void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out);
 /* Waits for the next connection and its MPA Request (RFC 5044 §7.1.2),
@@ -394,12 +399,28 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
  * frees it when no thread is inside. Returns 0. */
 int uiw_listener_close(struct uiw_listener *l);
 
-/* Accepts req on qp (in INIT/RTR): sends the MPA Reply with param, starts
- * the QP's engine threads, waits for the peer's RTR (peer-to-peer) and
- * moves the QP to RTS. req is consumed whatever the result. Errors:
- * -ETIMEDOUT (no RTR), -EPROTO, -EINVAL, -errno. */
+/* Accepts req on qp (in INIT/RTR): uiw_accept_start, then (peer-to-peer)
+ * uiw_accept_wait with timeout_ms. req is consumed whatever the result.
+ * Errors: -ETIMEDOUT (no RTR), -EPROTO, -EINVAL, -errno. */
 int uiw_accept(struct uiw_conn_req *req, struct uiw_qp *qp, const struct uiw_conn_param *param,
 	       int timeout_ms);
+/* The part of uiw_accept that does not wait for the peer: sends the MPA
+ * Reply with param (RFC 5044 §7.1.2, RFC 6581 IRD/ORD), moves qp to RTS and
+ * hands its stream to the engine, as the kernel's siw_accept does before
+ * rdma_accept returns. A WR posted from then on is taken; in peer-to-peer
+ * mode it goes out after the initiator's first FPDU (its RTR, RFC 6581 §4:
+ * the responder sends nothing before). *p2p (may be NULL) says whether the
+ * connection is peer-to-peer, i.e. whether uiw_accept_wait follows. req is
+ * consumed whatever the result. Errors: -EINVAL (QP not connectable,
+ * private data over UIW_MAX_PRIVATE_DATA), -errno of the Reply's write
+ * (-EPIPE, -ECONNRESET, -ETIMEDOUT), -ENOMEM. */
+int uiw_accept_start(struct uiw_conn_req *req, struct uiw_qp *qp,
+		     const struct uiw_conn_param *param, bool *p2p);
+/* After uiw_accept_start in peer-to-peer mode: waits up to timeout_ms (< 0:
+ * the configured MPA timeout) for the initiator's RTR (its first FPDU).
+ * 0 once it arrived (also if the peer closed right after), -ETIMEDOUT if
+ * not: the QP is then moved to ERR, flushing what was posted. */
+int uiw_accept_wait(struct uiw_qp *qp, int timeout_ms);
 /* Rejects req with an MPA Reply carrying R and private data; consumes req. */
 int uiw_reject(struct uiw_conn_req *req, const void *private_data, uint8_t len);
 

@@ -1,17 +1,21 @@
 /* rdma_cm event channels: fd semantics (pollable, readable exactly while
  * events are queued, O_NONBLOCK gives EAGAIN, blocking wakes up), event
- * fields, rdma_destroy_id waiting for acks, and the calls that must fail
- * cleanly (rsocket family, multicast, SRQ, unknown options). */
+ * fields, rdma_destroy_id waiting for acks, a channel destroyed under a
+ * waiting thread (churn), and the calls that must fail cleanly (rsocket
+ * family, multicast, SRQ, unknown options). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <arpa/inet.h>
 #include <cmocka.h>
 #include <rdma/rdma_cma.h>
@@ -164,6 +168,95 @@ static void test_destroy_waits_for_ack(void **state)
 	rdma_destroy_event_channel(ch);
 }
 
+struct churn_reader {
+	struct rdma_event_channel *ch;
+	volatile pid_t tid;
+	int err; /* errno of a failed rdma_get_cm_event: must stay 0 */
+	int got;
+};
+
+/* One call of rdma_get_cm_event, as rping's CM thread makes it; acks what
+ * it gets. Never calls again: a call made after the channel is destroyed
+ * would be the caller's use-after-free with any librdmacm. */
+static void *churn_thread(void *arg)
+{
+	struct churn_reader *r = arg;
+	struct rdma_cm_event *ev;
+
+	r->tid = (pid_t)syscall(SYS_gettid);
+	if (rdma_get_cm_event(r->ch, &ev)) {
+		r->err = errno ? errno : -1;
+		return NULL;
+	}
+	r->got = 1;
+	rdma_ack_cm_event(ev);
+	return NULL;
+}
+
+/* Whether thread tid of this process sleeps in read(2) now. */
+static bool blocked_in_read(pid_t tid)
+{
+	char path[64];
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fscanf(f, "%ld", &nr) != 1)
+		nr = -1;
+	fclose(f);
+	return nr == SYS_read;
+}
+
+/* Churn of the pattern that crashed in rdma_get_cm_event's retry loop
+ * (rping, iscsi-test-cu): a thread waits on the channel, an event is
+ * queued, and the main thread destroys the id (dropping the event whose
+ * token the waiter may just have read) and the channel at once. The waiter
+ * must never touch the freed channel: it returns the event, or stays
+ * blocked (as on the kernel rdma_cm) and is cancelled; it never fails, and
+ * the channel's descriptor is closed once the channel is gone. */
+static void test_destroy_channel_under_reader(void **state)
+{
+	struct sockaddr_in dst = lo(4791);
+	int got = 0;
+
+	(void)state;
+	for (int i = 0; i < 2000; i++) {
+		struct churn_reader r = {0};
+		struct timespec nap = {0, 20000};
+		struct rdma_cm_id *id;
+		pthread_t t;
+		int fd, waited = 0;
+
+		r.ch = rdma_create_event_channel();
+		assert_non_null(r.ch);
+		fd = r.ch->fd;
+		assert_int_equal(rdma_create_id(r.ch, &id, NULL, RDMA_PS_TCP), 0);
+		assert_int_equal(pthread_create(&t, NULL, churn_thread, &r), 0);
+		while (!r.tid || !blocked_in_read(r.tid)) {
+			nanosleep(&nap, NULL);
+			if (++waited > 100000)
+				fail_msg("the waiter never blocked in read()");
+		}
+		assert_int_equal(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
+		for (volatile int spin = 0; spin < (i % 64) * 40; spin++)
+			; /* vary where the waiter is when the id goes */
+		assert_int_equal(rdma_destroy_id(id), 0);
+		rdma_destroy_event_channel(r.ch);
+		pthread_cancel(t); /* ESRCH if it returned: fine */
+		assert_int_equal(pthread_join(t, NULL), 0);
+		if (r.err)
+			fail_msg("round %d: rdma_get_cm_event failed: %s", i, strerror(r.err));
+		errno = 0;
+		assert_int_equal(fcntl(fd, F_GETFD), -1); /* closed with the channel */
+		assert_int_equal(errno, EBADF);
+		got += r.got;
+	}
+	print_message("2000 rounds, %d events taken before the destroy\n", got);
+}
+
 static void test_event_str(void **state)
 {
 	(void)state;
@@ -228,9 +321,12 @@ static void test_unsupported(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fd_semantics),	  cmocka_unit_test(test_blocking_wakeup),
-	    cmocka_unit_test(test_destroy_waits_for_ack), cmocka_unit_test(test_event_str),
+	    cmocka_unit_test(test_fd_semantics),
+	    cmocka_unit_test(test_blocking_wakeup),
+	    cmocka_unit_test(test_destroy_waits_for_ack),
+	    cmocka_unit_test(test_event_str),
 	    cmocka_unit_test(test_unsupported),
+	    cmocka_unit_test(test_destroy_channel_under_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,7 @@
  * rdma_disconnect and rdma_destroy_qp at once) giving DISCONNECTED on both
  * sides, after ESTABLISHED; id->pd (the device's PD once an id has a
  * device, the QP's after rdma_create_qp) and an application QP made on it,
- * connected by qp_num. */
+ * connected by qp_num; a Send posted the moment rdma_accept returns. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -837,6 +837,48 @@ static void test_disconnect_then_destroy_qp(void **state)
 	pair_close(&p);
 }
 
+/* rdma_accept returns with the QP in RTS (kernel siw): a Send posted the
+ * moment it returns, before ESTABLISHED, is taken (no EINVAL), held until
+ * the client's RTR arrives (peer-to-peer) and received intact. 20 rounds:
+ * the Send must never lose the race against the connection setup. */
+static void test_send_right_after_accept(void **state)
+{
+	static const char msg[] = "sent right after rdma_accept";
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		struct rdma_cm_event *ev;
+		struct ibv_wc wc;
+		struct pair p;
+
+		memset(&p, 0, sizeof(p));
+		listen_and_resolve(&p);
+		post_recv(&p.c, p.client);
+		ev = connect_and_request(&p, "early send");
+		p.server = ev->id;
+		rdma_ack_cm_event(ev);
+		side_init(&p.s, p.server);
+		assert_int_equal(rdma_accept(p.server, NULL), 0);
+		post_send(&p.s, p.server, msg); /* asserts ibv_post_send == 0 */
+
+		wait_wc(&p.s, 1, &wc);
+		assert_int_equal(wc.opcode, IBV_WC_SEND);
+		expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+		wait_wc(&p.c, 2, &wc);
+		assert_int_equal(wc.opcode, IBV_WC_RECV);
+		assert_int_equal(wc.byte_len, sizeof(msg));
+		assert_string_equal(p.c.buf[1], msg);
+		expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+
+		assert_int_equal(rdma_disconnect(p.client), 0);
+		expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+		expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+		side_fini(&p.s, p.server);
+		side_fini(&p.c, p.client);
+		pair_close(&p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -848,6 +890,7 @@ int main(void)
 	    cmocka_unit_test(test_disconnect_then_destroy_qp),
 	    cmocka_unit_test(test_external_qp_on_id_pd),
 	    cmocka_unit_test(test_connect_close_burst),
+	    cmocka_unit_test(test_send_right_after_accept),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

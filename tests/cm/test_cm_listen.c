@@ -1,9 +1,11 @@
 /* rdma_bind_addr / rdma_listen on loopback (port 0 picks a port, the
  * port can be re-bound after the listener is destroyed, a second listener
  * on a busy port fails), id->verbs rules, and rdma_create_qp (library PD,
- * PD of another context rejected, caps written back). */
+ * PD of another context rejected, caps written back), RDMA_OPTION_ID_AFONLY
+ * (an IPv6-only listener beside an IPv4 one on the same port). */
 #include <errno.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
@@ -94,6 +96,116 @@ static void test_wildcard_and_ipv6(void **state)
 		assert_int_equal(errno, EADDRNOTAVAIL);
 		rdma_destroy_id(id);
 	}
+	rdma_destroy_event_channel(ch);
+}
+
+/* A plain TCP connect to a, blocking (loopback answers at once): 0, or
+ * the errno of connect. */
+static int tcp_try(const struct sockaddr *a, socklen_t len)
+{
+	int fd = socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), e = 0;
+
+	if (fd < 0)
+		return errno;
+	if (connect(fd, a, len))
+		e = errno;
+	close(fd);
+	return e;
+}
+
+/* net.ipv6.bindv6only of this namespace, -1 if unreadable. Read from the
+ * sysctl file, not the way the library learns it (a new socket's
+ * IPV6_V6ONLY). */
+static int bindv6only(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv6/bindv6only", "r");
+	int v = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* RDMA_OPTION_ID_AFONLY (tgt's iSER portals: one id per getaddrinfo
+ * address, afonly each): [::]:P afonly listens beside 0.0.0.0:P, takes
+ * IPv6 only (an IPv4 connect to P is refused once 0.0.0.0:P is gone);
+ * AFONLY 0, or the default with net.ipv6.bindv6only 0, clashes with
+ * 0.0.0.0:P (EADDRINUSE), as on the kernel rdma_cm; the option needs an
+ * int and an idle or bound id (EINVAL). */
+static void test_afonly(void **state)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id4, *id6, *idx;
+	struct sockaddr_in any4 = {.sin_family = AF_INET};
+	struct sockaddr_in6 any6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+	struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	struct sockaddr_in lo4 = lo(0);
+	int one = 1, zero = 0, fd;
+	uint16_t port;
+
+	(void)state;
+	fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&lo6, sizeof(lo6))) {
+		if (fd >= 0)
+			close(fd);
+		rdma_destroy_event_channel(ch);
+		skip(); /* no IPv6 here */
+	}
+	close(fd);
+	assert_non_null(ch);
+	assert_int_equal(rdma_create_id(ch, &id4, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(rdma_bind_addr(id4, (struct sockaddr *)&any4), 0);
+	assert_int_equal(rdma_listen(id4, 4), 0);
+	port = ntohs(rdma_get_src_port(id4));
+	any6.sin6_port = lo6.sin6_port = lo4.sin_port = htons(port);
+
+	/* AFONLY 0 set explicitly: [::]:P takes IPv4 too, so it clashes */
+	assert_int_equal(rdma_create_id(ch, &idx, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(
+	    rdma_set_option(idx, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &zero, sizeof(zero)), 0);
+	errno = 0;
+	assert_int_equal(rdma_bind_addr(idx, (struct sockaddr *)&any6), -1);
+	assert_int_equal(errno, EADDRINUSE);
+	rdma_destroy_id(idx);
+
+	/* not set: the namespace's default; with bindv6only 0 it clashes too */
+	if (bindv6only() == 0) {
+		assert_int_equal(rdma_create_id(ch, &idx, NULL, RDMA_PS_TCP), 0);
+		errno = 0;
+		assert_int_equal(rdma_bind_addr(idx, (struct sockaddr *)&any6), -1);
+		assert_int_equal(errno, EADDRINUSE);
+		rdma_destroy_id(idx);
+	}
+
+	/* the option's own checks */
+	assert_int_equal(rdma_create_id(ch, &idx, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	assert_int_equal(rdma_set_option(idx, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, 1), -1);
+	assert_int_equal(errno, EINVAL);
+	rdma_destroy_id(idx);
+	errno = 0;
+	assert_int_equal(
+	    rdma_set_option(id4, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof(one)), -1);
+	assert_int_equal(errno, EINVAL); /* listening: too late */
+
+	/* AFONLY 1: binds and listens beside 0.0.0.0:P */
+	assert_int_equal(rdma_create_id(ch, &id6, NULL, RDMA_PS_TCP), 0);
+	assert_int_equal(
+	    rdma_set_option(id6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof(one)), 0);
+	assert_int_equal(rdma_bind_addr(id6, (struct sockaddr *)&any6), 0);
+	assert_int_equal(ntohs(rdma_get_src_port(id6)), port);
+	assert_int_equal(rdma_listen(id6, 4), 0);
+	assert_int_equal(tcp_try((struct sockaddr *)&lo6, sizeof(lo6)), 0);
+	assert_int_equal(tcp_try((struct sockaddr *)&lo4, sizeof(lo4)), 0);
+
+	/* the IPv6 listener is IPv6-only: without 0.0.0.0:P, IPv4 is refused */
+	assert_int_equal(rdma_destroy_id(id4), 0);
+	assert_int_equal(tcp_try((struct sockaddr *)&lo4, sizeof(lo4)), ECONNREFUSED);
+	assert_int_equal(tcp_try((struct sockaddr *)&lo6, sizeof(lo6)), 0);
+	assert_int_equal(rdma_destroy_id(id6), 0);
 	rdma_destroy_event_channel(ch);
 }
 
@@ -197,6 +309,7 @@ int main(void)
 	    cmocka_unit_test(test_bind_port0_listen_rebind),
 	    cmocka_unit_test(test_wildcard_and_ipv6),
 	    cmocka_unit_test(test_create_qp),
+	    cmocka_unit_test(test_afonly),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,8 +80,11 @@ static void addr_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
 
 /* Binds a TCP socket (SO_REUSEADDR) to addr and closes it: checks that
  * the address is local and the port not held by a listener; port 0 is
- * replaced by the port the kernel picked. 0, or -1 with errno of bind. */
-static int pick_port(struct sockaddr *addr)
+ * replaced by the port the kernel picked. An IPv6 socket first reports the
+ * namespace's default IPV6_V6ONLY (net.ipv6.bindv6only) in *v6only_dflt and
+ * then gets afonly (0/1; -1: that default), so the check is the one
+ * rdma_listen's socket will meet. 0, or -1 with errno of bind. */
+static int pick_port(struct sockaddr *addr, int afonly, bool *v6only_dflt)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -90,6 +93,15 @@ static int pick_port(struct sockaddr *addr)
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (addr->sa_family == AF_INET6) {
+		int v = 0;
+		socklen_t vl = sizeof(v);
+
+		if (!getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &vl))
+			*v6only_dflt = v != 0;
+		if (afonly >= 0)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &afonly, sizeof(afonly));
+	}
 	if (bind(fd, addr, cm_addr_len(addr)) || getsockname(fd, (struct sockaddr *)&ss, &len)) {
 		int e = errno;
 
@@ -116,7 +128,9 @@ static int pick_port(struct sockaddr *addr)
  * addresses still run over the device (resolve, connection requests). 0, or -1 with errno EINVAL
  * (NULL, state), EAFNOSUPPORT, EADDRNOTAVAIL (address not local), EADDRINUSE (a listener holds the
  * port), ENODEV. The TCP port itself is taken by rdma_listen (SO_REUSEADDR) or by the connection,
- * not here. */
+ * not here. An IPv6 address is checked with IPV6_V6ONLY as RDMA_OPTION_ID_AFONLY says, or, when
+ * it was not set, as the namespace's net.ipv6.bindv6only (the kernel rdma_cm's default, cma.c
+ * cma_bind_addr): so an AFONLY [::]:P binds beside a listener on 0.0.0.0:P. */
 CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 {
 	struct cm_id *id = cm_id_of(rid);
@@ -137,7 +151,7 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 	addr_copy(&ss, addr);
 	/* the address must be local and the port not held by a listener;
 	 * port 0 becomes a free port */
-	if (pick_port((struct sockaddr *)&ss))
+	if (pick_port((struct sockaddr *)&ss, id->afonly, &id->v6only_dflt))
 		return -1;
 	if (!cm_addr_is_any(addr) && !(addr_is_loopback(addr) && !cm_port_on_loopback()) &&
 	    cm_attach_device(rid))
@@ -288,21 +302,38 @@ CM_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 	return id ? addr_port(&id->route.addr.dst_addr) : 0;
 }
 
-/* rdma_set_option(3): level RDMA_OPTION_ID with TOS, ACK_TIMEOUT,
- * REUSEADDR or AFONLY is accepted and ignored (0; the TCP listener always
- * uses SO_REUSEADDR). Anything else: -1 with errno ENOSYS; NULL id or
- * optval: EINVAL. */
+/* rdma_set_option(3): level RDMA_OPTION_ID. AFONLY (an int, non-zero:
+ * true) is honoured as the kernel rdma_cm does (rdma_set_afonly): allowed
+ * while the id is idle or bound, it makes an IPv6 id's bind and listen
+ * IPv6-only (IPV6_V6ONLY), so [::]:P and 0.0.0.0:P can listen side by side
+ * (tgt binds one id per getaddrinfo address, afonly each); an id where it
+ * is not set follows net.ipv6.bindv6only (normally 0: IPv4-mapped
+ * connections too); errors: EINVAL (optlen not sizeof(int), or the id is
+ * past bind). TOS, ACK_TIMEOUT and REUSEADDR are accepted and ignored (0;
+ * the TCP listener always uses SO_REUSEADDR). Anything else: -1 with errno
+ * ENOSYS; NULL id or optval: EINVAL. */
 CM_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 			      size_t optlen)
 {
-	(void)optlen;
 	if (!id || !optval) {
 		errno = EINVAL;
 		return -1;
 	}
+	if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_AFONLY) {
+		struct cm_id *p = cm_id_of(id);
+		int v;
+
+		if (optlen != sizeof(int) || (p->state != CM_IDLE && p->state != CM_BOUND)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(&v, optval, sizeof(v));
+		p->afonly = v ? 1 : 0;
+		return 0;
+	}
 	if (level == RDMA_OPTION_ID &&
 	    (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_ACK_TIMEOUT ||
-	     optname == RDMA_OPTION_ID_REUSEADDR || optname == RDMA_OPTION_ID_AFONLY))
+	     optname == RDMA_OPTION_ID_REUSEADDR))
 		return 0;
 	errno = ENOSYS;
 	return -1;

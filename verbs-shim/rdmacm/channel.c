@@ -4,6 +4,8 @@
  * the result of their operation.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +14,22 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm_priv.h"
+
+/* ------------------------------------------------------------- threads */
+
+int cm_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int e;
+
+	/* the new thread inherits the creator's mask: block everything
+	 * around the create (glibc keeps its own internal signals usable) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return e;
+}
 
 /* ------------------------------------------------------------- channel */
 
@@ -36,32 +54,91 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	shutdown(sv[0], SHUT_WR);
 	c->ch.fd = sv[0];
 	c->wfd = sv[1];
+	c->refs = 1; /* the application's handle, until rdma_destroy_event_channel */
 	return &c->ch;
 }
 
-void cm_channel_free(struct cm_channel *c)
+/* Closes the channel's descriptors, frees its queued events and itself.
+ * Only when nothing refers to it any more (refs == 0). Not a cancellation
+ * point: it also runs as the cleanup of a reader being cancelled, where a
+ * close(2) acting on the pending cancel would leave the rest undone. */
+static void channel_free(struct cm_channel *c)
 {
 	struct cm_event *e, *n;
+	int cs;
 
-	pthread_mutex_lock(&cm_lock);
-	e = c->head;
-	c->head = c->tail = NULL;
-	pthread_mutex_unlock(&cm_lock);
-	for (; e; e = n) {
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	for (e = c->head; e; e = n) {
 		n = e->next;
 		free(e);
 	}
 	close(c->ch.fd);
 	close(c->wfd);
 	free(c);
+	pthread_setcancelstate(cs, NULL);
 }
 
-/* rdma_destroy_event_channel(3): closes the fd and frees the channel.
- * The caller destroys every id on it first; queued events are dropped. */
+void cm_channel_ref_locked(struct cm_channel *c)
+{
+	c->refs++;
+}
+
+/* Drops one reference; true if it was the last (the caller frees c after
+ * unlocking). cm_lock held. */
+static bool channel_unref_locked(struct cm_channel *c)
+{
+	return --c->refs == 0;
+}
+
+void cm_channel_unref(struct cm_channel *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&cm_lock);
+	last = channel_unref_locked(c);
+	pthread_mutex_unlock(&cm_lock);
+	if (last)
+		channel_free(c);
+}
+
+void cm_channel_destroy(struct cm_channel *c)
+{
+	struct cm_event *e, *n;
+	bool last;
+
+	pthread_mutex_lock(&cm_lock);
+	if (c->dead) { /* destroyed twice: nothing more to do */
+		pthread_mutex_unlock(&cm_lock);
+		return;
+	}
+	c->dead = true;
+	e = c->head;
+	c->head = c->tail = NULL;
+	/* readers blocked in read() see the end of the stream once the
+	 * tokens still in it are read, and find the channel dead */
+	shutdown(c->wfd, SHUT_WR);
+	last = channel_unref_locked(c);
+	pthread_mutex_unlock(&cm_lock);
+	for (; e; e = n) {
+		n = e->next;
+		free(e);
+	}
+	if (last)
+		channel_free(c);
+}
+
+/* rdma_destroy_event_channel(3): the channel's fd stops reporting events,
+ * its queued events are dropped. The caller destroys every id on it first
+ * (rdma_destroy_event_channel(3)); if it does not, those ids' later events
+ * are dropped and the memory goes with the last id. A thread still blocked
+ * in rdma_get_cm_event on it stays blocked (as with the kernel rdma_cm,
+ * whose reader sleeps in the kernel on the file it still holds); it is a
+ * cancellation point there. The descriptor is closed, and the memory freed,
+ * once no thread is inside rdma_get_cm_event and no id refers to it. */
 CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	if (channel)
-		cm_channel_free(cm_channel_of(channel));
+		cm_channel_destroy(cm_channel_of(channel));
 }
 
 /* Appends e to the channel of its owner and writes its token. Called with
@@ -72,7 +149,7 @@ void cm_queue_event_locked(struct cm_event *e)
 	struct cm_channel *c = cm_channel_of(owner->id.channel);
 	char b = 0;
 
-	if (owner->destroying || !c) {
+	if (owner->destroying || !c || c->dead) {
 		free(e);
 		return;
 	}
@@ -151,38 +228,30 @@ void cm_drop_queued_locked(struct cm_channel *c, struct cm_id *id)
 	}
 }
 
-/* rdma_get_cm_event(3): returns the next event of channel in *event: 0, or
- * -1 with errno EAGAIN (fd set O_NONBLOCK and nothing queued), EINTR,
- * EINVAL. Blocks otherwise. The event and its private data stay valid
- * until rdma_ack_cm_event. A caller still blocked when the channel is
- * destroyed stays blocked (as with the kernel rdma_cm). */
-CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+/* A thread leaves rdma_get_cm_event (also when cancelled in read() or
+ * pause()): drops its reference on the channel, freeing it if it was the
+ * last. */
+static void reader_leave(void *arg)
 {
-	struct cm_channel *c;
+	cm_channel_unref(arg);
+}
 
-	if (!channel || !event) {
-		errno = EINVAL;
-		return -1;
-	}
-	c = cm_channel_of(channel);
+/* The body of rdma_get_cm_event with a reference on c held: 0 and *event,
+ * -1 with errno (EAGAIN, EINTR, the read's), or 1 when the channel was
+ * destroyed meanwhile. */
+static int get_event(struct cm_channel *c, struct rdma_cm_event **event)
+{
 	for (;;) {
 		char b;
 		ssize_t r = read(c->ch.fd, &b, 1);
 		struct cm_event *e;
+		bool dead;
 
 		if (r < 0)
 			return -1;
-		if (r == 0) {
-			/* The channel was destroyed under us (rping's CM thread,
-			 * still blocked when main destroys the channel and
-			 * returns). The kernel rdma_cm leaves such a reader
-			 * blocked, and so do we: returning would make it act on
-			 * freed memory or, like rping, exit with an error. */
-			for (;;)
-				pause();
-		}
 		pthread_mutex_lock(&cm_lock);
-		e = c->head;
+		dead = c->dead;
+		e = dead ? NULL : c->head;
 		if (e) {
 			c->head = e->next;
 			if (!c->head)
@@ -190,11 +259,64 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 			e->owner->delivered++;
 		}
 		pthread_mutex_unlock(&cm_lock);
+		if (dead || r == 0)
+			return 1;
 		if (e) {
 			*event = &e->ev;
 			return 0;
 		}
+		/* the event of this token was dropped (its id destroyed, or
+		 * moved by rdma_migrate_id) after the token was read: wait for
+		 * the next one */
 	}
+}
+
+/* get_event with the caller's reference on c, which is dropped when it
+ * returns or is cancelled; *err is the errno get_event left. */
+static int get_event_held(struct cm_channel *c, struct rdma_cm_event **event, int *err)
+{
+	int ret;
+
+	pthread_cleanup_push(reader_leave, c);
+	ret = get_event(c, event);
+	*err = errno;
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+/* rdma_get_cm_event(3): returns the next event of channel in *event: 0, or
+ * -1 with errno EAGAIN (fd set O_NONBLOCK and nothing queued), EINTR,
+ * EINVAL (NULL, or a channel already destroyed). Blocks otherwise. The
+ * event and its private data stay valid until rdma_ack_cm_event. A caller
+ * blocked when the channel is destroyed stays blocked (as with the kernel
+ * rdma_cm, where it sleeps in the kernel; rping's CM thread is one, still
+ * waiting when main destroys the channel and returns: an error return would
+ * make it exit with an error first); it holds no reference on the channel
+ * then, and can be cancelled. */
+CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct cm_channel *c;
+	int ret, err = 0;
+
+	if (!channel || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	c = cm_channel_of(channel);
+	pthread_mutex_lock(&cm_lock);
+	if (c->dead) {
+		pthread_mutex_unlock(&cm_lock);
+		errno = EINVAL;
+		return -1;
+	}
+	c->refs++;
+	pthread_mutex_unlock(&cm_lock);
+	ret = get_event_held(c, event, &err);
+	if (ret == 1)
+		for (;;)
+			pause();
+	errno = err;
+	return ret;
 }
 
 /* rdma_ack_cm_event(3): frees an event from rdma_get_cm_event. 0, or -1

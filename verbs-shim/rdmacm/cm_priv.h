@@ -33,12 +33,22 @@ struct cm_event {
 
 /* An event channel: a socketpair whose readable end is ch.fd. Every queued
  * event has one byte in the pair, so poll(ch.fd) reports POLLIN exactly
- * while events are queued; the byte is read by rdma_get_cm_event. */
+ * while events are queued; the byte is read by rdma_get_cm_event.
+ *
+ * Lifetime (under cm_lock): refs counts the application's handle (until
+ * rdma_destroy_event_channel), each id whose id.channel it is, and each
+ * thread inside rdma_get_cm_event. Destroying the channel marks it dead
+ * (events queued to it later are dropped, a reader inside returns to no
+ * one: it blocks, as on the kernel rdma_cm); the memory and ch.fd go with
+ * the last reference, so no thread ever reads a freed channel or a
+ * descriptor number that was closed and reused meanwhile. */
 struct cm_channel {
 	struct rdma_event_channel ch;
 	int wfd;
 	struct cm_event *head, *tail;
-	bool internal; /* created for a synchronous id; freed with that id */
+	unsigned refs;
+	bool dead;     /* rdma_destroy_event_channel (or its id's destroy) was called */
+	bool internal; /* created for a synchronous id; destroyed with that id */
 };
 
 enum cm_state {
@@ -67,6 +77,8 @@ struct cm_id {
 	bool disc_pending;  /* engine said DISCONNECTED before ESTABLISHED was queued */
 	bool disc_queued;   /* DISCONNECTED already queued: exactly once */
 	bool own_send_cq, own_recv_cq;
+	int afonly;		   /* RDMA_OPTION_ID_AFONLY as set (0/1), -1: not set */
+	bool v6only_dflt;	   /* the namespace's net.ipv6.bindv6only, seen at bind */
 	unsigned delivered, acked; /* events handed to the application / acknowledged */
 
 	/* listener */
@@ -147,8 +159,18 @@ struct cm_id *cm_id_lookup_locked(uint64_t handle);
 void cm_join_worker(struct cm_id *id);
 
 /* Events (channel.c). */
-/* Closes the channel's descriptors, drops its queued events, frees it. */
-void cm_channel_free(struct cm_channel *c);
+/* Takes a reference on c for an id whose channel it becomes. cm_lock held. */
+void cm_channel_ref_locked(struct cm_channel *c);
+/* Drops a reference taken with cm_channel_ref_locked (an id left c); frees
+ * c if it was the last one. cm_lock NOT held. */
+void cm_channel_unref(struct cm_channel *c);
+/* rdma_destroy_event_channel's work: marks c dead, drops its queued events,
+ * wakes its readers and drops the creator's reference. cm_lock NOT held. */
+void cm_channel_destroy(struct cm_channel *c);
+/* pthread_create with every signal blocked in the new thread (its mask is
+ * set before it runs): uiwarp's threads never take the application's
+ * asynchronous signals. 0 or the error number of pthread_create. */
+int cm_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 /* A new event of type / status owned by owner (NULL if out of memory). */
 struct cm_event *cm_event_new(struct cm_id *owner, enum rdma_cm_event_type type, int status);
 /* Copies private data (at most UIW_MAX_PRIVATE_DATA bytes) into e. */

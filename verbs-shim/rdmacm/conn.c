@@ -8,7 +8,10 @@
  *
  * Threads: no thread exists before rdma_connect / rdma_accept (one worker
  * each, joined by the next operation or by rdma_destroy_id) and
- * rdma_listen (one per listener, joined by rdma_destroy_id).
+ * rdma_listen (one per listener, joined by rdma_destroy_id). Each is
+ * created with every signal blocked (cm_thread_create): a library must not
+ * change which thread a process's signals reach (tgt blocks SIGUSR2 in its
+ * main thread and reads it through a signalfd).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +43,7 @@ static void established(struct cm_id *id, struct cm_event *e)
  * or the connection's error for a synchronous id). */
 static int start_worker(struct cm_id *id, void *(*fn)(void *), enum cm_state prev)
 {
-	int e = pthread_create(&id->worker, NULL, fn, id);
+	int e = cm_thread_create(&id->worker, fn, id);
 
 	if (e) {
 		pthread_mutex_lock(&cm_lock);
@@ -258,6 +261,12 @@ static void *listen_worker(void *arg)
 			struct cm_channel *c = cm_channel_of(lid->id.channel);
 			char b = 0;
 
+			if (c->dead) { /* the application destroyed the channel */
+				pthread_mutex_unlock(&cm_lock);
+				free(e);
+				rdma_destroy_id(&nid->id);
+				continue;
+			}
 			e->next = NULL;
 			if (c->tail)
 				c->tail->next = e;
@@ -275,11 +284,11 @@ static void *listen_worker(void *arg)
 
 /* rdma_listen(3): starts listening on the bound address (TCP listener
  * with SO_REUSEADDR, so a port can be re-bound right after the previous
- * listener is destroyed) and a thread that reports each MPA request as
- * CONNECT_REQUEST with a new id (listen_id, verbs, addresses and
- * param.conn set) on this id's channel. backlog <= 0 means 1024.
- * 0, or -1 with errno EINVAL (not bound), EADDRINUSE, EADDRNOTAVAIL,
- * errno of socket calls. */
+ * listener is destroyed; an IPv6 one with IPV6_V6ONLY as
+ * RDMA_OPTION_ID_AFONLY or net.ipv6.bindv6only says, rdma_set_option) and a thread that reports
+ * each MPA request as CONNECT_REQUEST with a new id (listen_id, verbs, addresses and param.conn
+ * set) on this id's channel. backlog <= 0 means 1024. 0, or -1 with errno EINVAL (not bound),
+ * EADDRINUSE, EADDRNOTAVAIL, errno of socket calls. */
 CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 {
 	struct cm_id *id = cm_id_of(rid);
@@ -290,7 +299,9 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 		errno = EINVAL;
 		return -1;
 	}
-	ret = uiw_listen(&rid->route.addr.src_addr, backlog > 0 ? backlog : 1024, &id->listener);
+	/* AFONLY as set, else the namespace's default seen at bind */
+	ret = uiw_listen_ex(&rid->route.addr.src_addr, backlog > 0 ? backlog : 1024,
+			    id->afonly >= 0 ? id->afonly != 0 : id->v6only_dflt, &id->listener);
 	if (ret) {
 		id->listener = NULL;
 		errno = -ret;
@@ -299,7 +310,7 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 	uiw_listener_addr(id->listener, &bound);
 	if (cm_addr_len((struct sockaddr *)&bound))
 		memcpy(&rid->route.addr.src_storage, &bound, sizeof(bound));
-	ret = pthread_create(&id->listen_thread, NULL, listen_worker, id);
+	ret = cm_thread_create(&id->listen_thread, listen_worker, id);
 	if (ret) {
 		uiw_listener_close(id->listener);
 		id->listener = NULL;
@@ -355,28 +366,34 @@ CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 
 /* ------------------------------------------------------ accept, reject */
 
+/* The passive side is established (on qp number qpn): ESTABLISHED with
+ * the IRD/ORD the accept gave. */
+static void accept_established(struct cm_id *id, uint32_t qpn)
+{
+	struct cm_event *e = cm_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+
+	if (e) {
+		e->ev.param.conn.responder_resources = id->param.responder_resources;
+		e->ev.param.conn.initiator_depth = id->param.initiator_depth;
+		e->ev.param.conn.qp_num = qpn;
+	}
+	established(id, e);
+}
+
+/* Waits for the initiator's RTR of an accepted connection (peer-to-peer
+ * mode), then queues ESTABLISHED, or CONNECT_ERROR (status -ETIMEDOUT: the
+ * QP went to ERR, WRs posted meanwhile are flushed). */
 static void *accept_worker(void *arg)
 {
 	struct cm_id *id = arg;
-	struct uiw_conn_req *req;
 	struct cm_event *e;
 	struct ibv_qp *qp = id->conn_qp; /* see connect_worker */
 	uint32_t qpn = qp->qp_num;
 	int ret;
 
-	pthread_mutex_lock(&cm_lock);
-	req = id->req;
-	id->req = NULL;
-	pthread_mutex_unlock(&cm_lock);
-	ret = uiw_accept(req, shim_qp(qp)->qp, &id->param, -1);
+	ret = uiw_accept_wait(shim_qp(qp)->qp, -1);
 	if (!ret) {
-		e = cm_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-		if (e) {
-			e->ev.param.conn.responder_resources = id->param.responder_resources;
-			e->ev.param.conn.initiator_depth = id->param.initiator_depth;
-			e->ev.param.conn.qp_num = qpn;
-		}
-		established(id, e);
+		accept_established(id, qpn);
 	} else {
 		e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, ret);
 		pthread_mutex_lock(&cm_lock);
@@ -392,28 +409,63 @@ static void *accept_worker(void *arg)
 /* rdma_accept(3): accepts the connection request of a new id (from
  * CONNECT_REQUEST) on id->qp with conn_param's private data and IRD/ORD
  * (lowered to the device limits; the engine reconciles them with the
- * peer's, RFC 6581): a worker
- * sends the MPA Reply and waits for the peer's RTR, then ESTABLISHED, or
- * CONNECT_ERROR (status -errno), is queued on the id's channel. A
- * synchronous id blocks until then. Without id->qp, conn_param->qp_num
- * names the application's QP on id->verbs. 0, or -1 with errno EINVAL (not
- * a pending request, no such QP, private data too long), EAGAIN. */
+ * peer's, RFC 6581). In the caller's thread, as the kernel's siw_accept
+ * does: the MPA Reply is sent and the QP moved to RTS, so a WR posted as
+ * soon as rdma_accept returns is taken; in peer-to-peer mode (the default)
+ * it goes out once the initiator's RTR has arrived (RFC 6581 §4: the
+ * responder sends nothing before it). A worker then waits for that RTR and
+ * queues ESTABLISHED, or CONNECT_ERROR (status -ETIMEDOUT: no RTR within
+ * the MPA timeout; the QP goes to ERR and flushes what was posted). A
+ * synchronous id blocks until ESTABLISHED. Without id->qp,
+ * conn_param->qp_num names the application's QP on id->verbs. 0, or -1
+ * with errno EINVAL (not a pending request, no such QP, private data too
+ * long: the request stays pending; a QP already connected: the request is
+ * consumed), or the errno of the MPA Reply (EPIPE, ECONNRESET, ETIMEDOUT:
+ * the request is consumed and the id cannot be accepted again, as when the
+ * kernel rdma_cm's accept fails). */
 CM_EXPORT int rdma_accept(struct rdma_cm_id *rid, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *id = cm_id_of(rid);
+	struct uiw_conn_req *req;
+	struct ibv_qp *qp;
+	bool p2p = false;
+	int ret;
 
 	if (!rid || id->state != CM_CONNECT_REQ || !id->req) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (!cm_find_conn_qp(id, conn_param))
+	qp = cm_find_conn_qp(id, conn_param);
+	if (!qp)
 		return -1;
 	if (set_param(id, conn_param))
 		return -1;
 	pthread_mutex_lock(&cm_lock);
+	req = id->req;
+	id->req = NULL;
 	id->state = CM_ACCEPTING;
 	pthread_mutex_unlock(&cm_lock);
-	return start_worker(id, accept_worker, CM_CONNECT_REQ);
+	ret = uiw_accept_start(req, shim_qp(qp)->qp, &id->param, &p2p);
+	if (ret) {
+		pthread_mutex_lock(&cm_lock);
+		id->state = CM_ERROR;
+		id->disc_pending = false;
+		pthread_mutex_unlock(&cm_lock);
+		errno = -ret;
+		return -1;
+	}
+	if (!p2p) /* no RTR to wait for: established now */
+		accept_established(id, qp->qp_num);
+	else if (cm_thread_create(&id->worker, accept_worker, id))
+		accept_worker(id); /* no thread: wait for the RTR here */
+	else
+		id->worker_started = true;
+	if (id->sync) {
+		ret = cm_sync_wait(id, RDMA_CM_EVENT_ESTABLISHED);
+		cm_join_worker(id);
+		return ret;
+	}
+	return 0;
 }
 
 /* rdma_reject(3): rejects the connection request of a new id with an MPA

@@ -187,7 +187,9 @@ struct cm_id *cm_id_new(struct rdma_event_channel *channel, void *context, enum 
 	id->id.ps = ps;
 	id->id.qp_type = IBV_QPT_RC;
 	id->id.port_num = 1;
+	id->afonly = -1;
 	pthread_mutex_lock(&cm_lock);
+	cm_channel_ref_locked(cm_channel_of(channel));
 	id->handle = next_handle++;
 	id->next_live = live_ids;
 	live_ids = id;
@@ -334,7 +336,9 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *rid)
 	if (req)
 		uiw_reject(req, NULL, 0);
 	if (c && c->internal)
-		cm_channel_free(c);
+		cm_channel_destroy(c);
+	if (c)
+		cm_channel_unref(c); /* this id's reference */
 	rdma_freeaddrinfo(id->resolved_ai);
 	free(id->ep_qp_attr);
 	free(id);
@@ -388,6 +392,7 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *rid, struct rdma_event_channel 
 		}
 	}
 	rid->channel = channel;
+	cm_channel_ref_locked(nc);
 	id->sync = new_sync;
 	while (moved) {
 		struct cm_event *n = moved->next;
@@ -397,6 +402,8 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *rid, struct rdma_event_channel 
 	}
 	pthread_mutex_unlock(&cm_lock);
 	if (old && old != nc && old->internal)
-		cm_channel_free(old);
+		cm_channel_destroy(old);
+	if (old)
+		cm_channel_unref(old); /* this id's reference */
 	return 0;
 }
