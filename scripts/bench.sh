@@ -138,7 +138,7 @@ fi
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces)"
 
 # ---------------------------------------------------------------- packages
-pkgs=(perftest iproute2 python3)
+pkgs=(perftest iproute2 iputils-ping python3)
 has_group peers && pkgs+=(libfabric-bin ucx-utils)
 pkgs+=(python3-matplotlib)
 if [ "$build_it" = 1 ]; then
