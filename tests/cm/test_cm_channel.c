@@ -257,6 +257,43 @@ static void test_destroy_channel_under_reader(void **state)
 	print_message("2000 rounds, %d events taken before the destroy\n", got);
 }
 
+/* 2000 events queued with none read (an application that connects many
+ * ids before it reads its channel): queueing never blocks, the descriptor
+ * stays readable until the last one is taken, and every event arrives.
+ * A token byte per event filled the channel's socket after a few hundred
+ * and blocked the queueing thread while it held the CM lock, so the reader
+ * could never drain it (a 1000-QP teardown hung that way); the alarm turns
+ * such a hang into a failure. */
+static void test_many_unread_events(void **state)
+{
+	enum { N = 2000 };
+	static struct rdma_cm_id *ids[N];
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = lo(4791);
+	struct rdma_cm_event *ev;
+	int got = 0;
+
+	(void)state;
+	assert_non_null(ch);
+	alarm(60);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP), 0);
+		assert_int_equal(rdma_resolve_addr(ids[i], NULL, (struct sockaddr *)&dst, 2000), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_true(readable(ch->fd));
+		assert_int_equal(rdma_get_cm_event(ch, &ev), 0);
+		got += ev->event == RDMA_CM_EVENT_ADDR_RESOLVED;
+		assert_int_equal(rdma_ack_cm_event(ev), 0);
+	}
+	alarm(0);
+	assert_int_equal(got, N);
+	assert_false(readable(ch->fd));
+	for (int i = 0; i < N; i++)
+		assert_int_equal(rdma_destroy_id(ids[i]), 0);
+	rdma_destroy_event_channel(ch);
+}
+
 static void test_event_str(void **state)
 {
 	(void)state;
@@ -327,6 +364,7 @@ int main(void)
 	    cmocka_unit_test(test_event_str),
 	    cmocka_unit_test(test_unsupported),
 	    cmocka_unit_test(test_destroy_channel_under_reader),
+	    cmocka_unit_test(test_many_unread_events),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -147,19 +147,47 @@ void cm_queue_event_locked(struct cm_event *e)
 {
 	struct cm_id *owner = e->owner;
 	struct cm_channel *c = cm_channel_of(owner->id.channel);
-	char b = 0;
 
 	if (owner->destroying || !c || c->dead) {
 		free(e);
 		return;
 	}
+	cm_channel_append_locked(c, e);
+}
+
+/* Writes the token (never blocks: at most a few bytes are ever there). */
+static void token_put(struct cm_channel *c)
+{
+	char b = 0;
+
+	while (send(c->wfd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
+		;
+}
+
+/* See cm_priv.h. */
+void cm_channel_append_locked(struct cm_channel *c, struct cm_event *e)
+{
+	bool was_empty = !c->head;
+
 	e->next = NULL;
 	if (c->tail)
 		c->tail->next = e;
 	else
 		c->head = e;
 	c->tail = e;
-	while (send(c->wfd, &b, 1, MSG_NOSIGNAL) < 0 && errno == EINTR)
+	if (was_empty)
+		token_put(c);
+}
+
+/* See cm_priv.h. A reader that read the token and waits for cm_lock finds
+ * the queue empty and waits again; a stale token is read the same way. */
+void cm_channel_removed_locked(struct cm_channel *c)
+{
+	char b[64];
+
+	if (c->head)
+		return;
+	while (recv(c->ch.fd, b, sizeof(b), MSG_DONTWAIT) > 0)
 		;
 }
 
@@ -208,24 +236,23 @@ int cm_post_simple(struct cm_id *id, enum rdma_cm_event_type type, int status)
 	return 0;
 }
 
-/* Removes the queued (not yet delivered) events of id from channel c and
- * one token for each. Called with cm_lock held. */
+/* Removes the queued (not yet delivered) events of id from channel c
+ * (and the token if the queue is left empty). Called with cm_lock held. */
 void cm_drop_queued_locked(struct cm_channel *c, struct cm_id *id)
 {
 	struct cm_event **pp = &c->head, *e;
-	char b;
 
 	c->tail = NULL;
 	while ((e = *pp)) {
 		if (e->owner == id) {
 			*pp = e->next;
 			free(e);
-			(void)!recv(c->ch.fd, &b, 1, MSG_DONTWAIT);
 			continue;
 		}
 		c->tail = e;
 		pp = &e->next;
 	}
+	cm_channel_removed_locked(c);
 }
 
 /* A thread leaves rdma_get_cm_event (also when cancelled in read() or
@@ -256,6 +283,8 @@ static int get_event(struct cm_channel *c, struct rdma_cm_event **event)
 			c->head = e->next;
 			if (!c->head)
 				c->tail = NULL;
+			else
+				token_put(c); /* more queued: the next reader's token */
 			e->owner->delivered++;
 		}
 		pthread_mutex_unlock(&cm_lock);

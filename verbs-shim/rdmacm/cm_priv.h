@@ -183,6 +183,15 @@ void cm_queue_event(struct cm_event *e);
 int cm_post_simple(struct cm_id *id, enum rdma_cm_event_type type, int status);
 /* Removes the not yet delivered events of id from c. cm_lock held. */
 void cm_drop_queued_locked(struct cm_channel *c, struct cm_id *id);
+/* The channel's descriptor is readable while events are queued: one token
+ * byte stands for "the queue is not empty" (not one byte per event, so a
+ * thousand unread events never fill the socket and never block the thread
+ * that queues one while it holds cm_lock). cm_channel_append_locked
+ * appends e and writes the token when the queue was empty;
+ * cm_channel_removed_locked takes the token back once removals emptied the
+ * queue. cm_lock held; neither blocks. */
+void cm_channel_append_locked(struct cm_channel *c, struct cm_event *e);
+void cm_channel_removed_locked(struct cm_channel *c);
 /* Synchronous ids: waits for the operation's event (left in id->event):
  * 0 if it is want with status 0, else -1 with errno from the event. */
 int cm_sync_wait(struct cm_id *id, enum rdma_cm_event_type want);

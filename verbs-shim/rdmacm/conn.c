@@ -259,7 +259,6 @@ static void *listen_worker(void *arg)
 		}
 		{
 			struct cm_channel *c = cm_channel_of(lid->id.channel);
-			char b = 0;
 
 			if (c->dead) { /* the application destroyed the channel */
 				pthread_mutex_unlock(&cm_lock);
@@ -267,14 +266,7 @@ static void *listen_worker(void *arg)
 				rdma_destroy_id(&nid->id);
 				continue;
 			}
-			e->next = NULL;
-			if (c->tail)
-				c->tail->next = e;
-			else
-				c->head = e;
-			c->tail = e;
-			while (send(c->wfd, &b, 1, MSG_NOSIGNAL) < 0 && errno == EINTR)
-				;
+			cm_channel_append_locked(c, e);
 		}
 		pthread_mutex_unlock(&cm_lock);
 	}

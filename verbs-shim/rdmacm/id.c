@@ -264,7 +264,6 @@ static void drop_requests(struct cm_id *lid)
 	struct cm_event **pp, *e;
 	struct cm_id *victims[64];
 	unsigned n = 0;
-	char b;
 
 	pthread_mutex_lock(&cm_lock);
 	c = cm_channel_of(lid->id.channel);
@@ -276,12 +275,12 @@ static void drop_requests(struct cm_id *lid)
 			*pp = e->next;
 			victims[n++] = e->owner;
 			free(e);
-			(void)!recv(c->ch.fd, &b, 1, MSG_DONTWAIT);
 			continue;
 		}
 		c->tail = e;
 		pp = &e->next;
 	}
+	cm_channel_removed_locked(c);
 	pthread_mutex_unlock(&cm_lock);
 	for (unsigned i = 0; i < n; i++)
 		rdma_destroy_id(&victims[i]->id);
@@ -375,7 +374,6 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *rid, struct rdma_event_channel 
 	old = cm_channel_of(rid->channel);
 	if (old && old != nc) {
 		struct cm_event **pp = &old->head, *e;
-		char b;
 
 		old->tail = NULL;
 		while ((e = *pp)) {
@@ -384,12 +382,12 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *rid, struct rdma_event_channel 
 				e->next = NULL;
 				*tail = e;
 				tail = &e->next;
-				(void)!recv(old->ch.fd, &b, 1, MSG_DONTWAIT);
 				continue;
 			}
 			old->tail = e;
 			pp = &e->next;
 		}
+		cm_channel_removed_locked(old);
 	}
 	rid->channel = channel;
 	cm_channel_ref_locked(nc);
