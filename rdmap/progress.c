@@ -123,6 +123,10 @@ void uiw_qp_stream_timeout_locked(struct uiw_qp *qp)
  * rx_lock holder. */
 static void finalize(struct uiw_qp *qp)
 {
+	/* a batch the send side just handed to the stream has its
+	 * completions pushed first (they are done: their bytes are TCP's,
+	 * and the peer may have answered them before it closed) */
+	uiw_rx_wait_tx_window(qp);
 	pthread_mutex_lock(&qp->lock);
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
