@@ -24,6 +24,7 @@
 #include "iwpm/iwpm.h"
 #include "iwpm/iwpm_internal.h"
 #include "iwpm/iwpm_wire.h"
+#include "util/thread.h"
 
 #define ANSWERED_MAX 256
 #define ANSWERED_TTL_MS (IWPM_MAP_REQ_TIMEOUT_S * 1000)
@@ -413,7 +414,6 @@ static int start_locked(uint16_t port)
 	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 	int pfd[2], r;
-	sigset_t all, old;
 	struct answered *tab;
 
 	forget_if_forked();
@@ -436,10 +436,7 @@ static int start_locked(uint16_t port)
 	}
 	R.wake_rd = pfd[0];
 	R.wake_wr = pfd[1];
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&R.thread, NULL, responder_main, tab);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = -uiw_thread_create(&R.thread, responder_main, tab);
 	if (r) {
 		free(tab);
 		goto fail;

@@ -17,7 +17,7 @@
  * another one's syscall. Both directions run at once in two threads when
  * there is work for both (a Read Responder sending while it receives).
  *
- * The engine thread blocks every signal (a library must not change which
+ * The engine thread blocks every asynchronous signal (a library must not change which
  * thread a process's signals reach) and is started on the first connection
  * (not before: fork-safe until then).
  */
@@ -33,6 +33,7 @@
 
 #include "rdmap/internal.h"
 #include "rdmap/stat.h"
+#include "util/thread.h"
 
 /* Bytes one pass of a thread reads from one QP's stream before it lets
  * others have a turn (a poster's job is to post). */
@@ -627,7 +628,8 @@ static void engine_register_atfork(void)
 
 static pthread_once_t proxy_once = PTHREAD_ONCE_INIT;
 
-/* Starts the engine thread with every signal blocked. engine.lock held. */
+/* Starts the engine thread with every asynchronous signal blocked
+ * (util/thread.h). engine.lock held. */
 static int engine_start_locked(void)
 {
 	if (engine.started)
@@ -641,11 +643,7 @@ static int engine_start_locked(void)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, engine.evfd, &ev) < 0)
 		goto fail;
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&engine.thread, NULL, engine_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	int rc = uiw_thread_create(&engine.thread, engine_main, NULL);
 	if (rc)
 		goto fail;
 	pthread_detach(engine.thread);

@@ -103,8 +103,8 @@ static void make_qp(struct rdma_cm_id *id)
 }
 
 /* Number of threads of this process other than the caller whose blocked
- * mask lacks SIGUSR2 (each names itself on stderr); -1 if /proc cannot be
- * read. */
+ * mask lacks SIGUSR2 or holds SIGSEGV / SIGBUS (each names itself on
+ * stderr); -1 if /proc cannot be read. */
 static int threads_taking_usr2(void)
 {
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -135,6 +135,13 @@ static int threads_taking_usr2(void)
 		fclose(f);
 		if (have && !(blk & (1ULL << (SIGUSR2 - 1)))) {
 			fprintf(stderr, "thread %s (%s) does not block SIGUSR2 (SigBlk %llx)\n",
+				de->d_name, comm, blk);
+			bad++;
+		}
+		/* a fault in the thread must still reach the application's
+		 * handler (and the sanitizers) */
+		if (have && (blk & ((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1))))) {
+			fprintf(stderr, "thread %s (%s) blocks SIGSEGV / SIGBUS (SigBlk %llx)\n",
 				de->d_name, comm, blk);
 			bad++;
 		}

@@ -14,21 +14,13 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm_priv.h"
+#include "util/thread.h"
 
 /* ------------------------------------------------------------- threads */
 
 int cm_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
 {
-	sigset_t all, old;
-	int e;
-
-	/* the new thread inherits the creator's mask: block everything
-	 * around the create (glibc keeps its own internal signals usable) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	e = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return e;
+	return uiw_thread_create(t, fn, arg);
 }
 
 /* ------------------------------------------------------------- channel */

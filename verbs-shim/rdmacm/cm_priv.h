@@ -167,9 +167,9 @@ void cm_channel_unref(struct cm_channel *c);
 /* rdma_destroy_event_channel's work: marks c dead, drops its queued events,
  * wakes its readers and drops the creator's reference. cm_lock NOT held. */
 void cm_channel_destroy(struct cm_channel *c);
-/* pthread_create with every signal blocked in the new thread (its mask is
- * set before it runs): uiwarp's threads never take the application's
- * asynchronous signals. 0 or the error number of pthread_create. */
+/* uiw_thread_create (util/thread.h): every asynchronous signal blocked in the new thread (its mask
+ * is set before it runs): uiwarp's threads never take the application's asynchronous signals. 0 or
+ * the error number of pthread_create. */
 int cm_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 /* A new event of type / status owned by owner (NULL if out of memory). */
 struct cm_event *cm_event_new(struct cm_id *owner, enum rdma_cm_event_type type, int status);
