@@ -156,16 +156,28 @@ static void connect_failed(struct uiw_qp *qp, const struct sockaddr *dst, const 
 		rejected ? " (MPA reject from the peer)" : "");
 }
 
-static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms)
+/* The socket options of one connection: the process's, with param's
+ * per-connection settings over them (param may be NULL). */
+static struct uiw_tcp_opts conn_opts(const struct uiw_conn_param *param)
+{
+	struct uiw_tcp_opts o = uiw_config_get()->tcp;
+	if (param && param->set_tos)
+		o.tos = param->tos;
+	return o;
+}
+
+static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,
+		       const struct uiw_conn_param *param)
 {
 	const struct uiw_config *cfg = uiw_config_get();
+	struct uiw_tcp_opts o = conn_opts(param);
 	uint64_t t0 = now_ms();
 	struct sockaddr_storage to;
 	if (iwpm_query(src, dst, -1, &to) > 0)
 		dst = (const struct sockaddr *)&to;
 	int spent = (int)(now_ms() - t0);
 	int left = spent >= timeout_ms ? 1 : timeout_ms - spent;
-	return uiw_tcp_connect(src, dst, left, cfg->connect_retry_ms, &cfg->tcp);
+	return uiw_tcp_connect(src, dst, left, cfg->connect_retry_ms, &o);
 }
 
 /* RFC 6581 §8: a reply we cannot use gets a Terminate carrying the MPA
@@ -208,7 +220,8 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 	if (timeout_ms >= 0)
 		mc.timeout_ms = timeout_ms;
 
-	int fd = tcp_connect(src, dst, timeout_ms >= 0 ? timeout_ms : cfg->connect_timeout_ms);
+	int fd =
+	    tcp_connect(src, dst, timeout_ms >= 0 ? timeout_ms : cfg->connect_timeout_ms, param);
 	if (fd < 0) {
 		connect_failed(qp, dst, "TCP connect", fd, false);
 		return fd;
@@ -449,6 +462,10 @@ int uiw_accept_start(struct uiw_conn_req *req, struct uiw_qp *qp,
 		ird = UIW_MAX_IRD;
 	if (ord > UIW_MAX_ORD)
 		ord = UIW_MAX_ORD;
+	if (param->set_tos) {
+		struct uiw_tcp_opts o = conn_opts(param);
+		uiw_tcp_apply_opts(uiw_stream_fd(s), &o);
+	}
 	struct mpa_negotiated neg;
 	rc = mpa_send_accept(s, &cfg->mpa, &req->req, ird, ord, param->private_data,
 			     param->private_data_len, &neg);

@@ -92,6 +92,7 @@ static void config_load(void)
 	cfg.tcp.rcvbuf = b > 0 && b <= INT_MAX / 2 ? (int)b : 0;
 	b = env_long("UIWARP_TCP_NOTSENT_LOWAT", 0);
 	cfg.tcp.notsent_lowat = b > 0 && b <= INT_MAX ? (int)b : 0;
+	cfg.tcp.tos = -1;
 	b = env_long("UIWARP_DEAD_PEER_MS", UIW_DEAD_PEER_MS_DEFAULT);
 	cfg.tcp.dead_peer_ms = b >= 0 && b <= 24L * 3600 * 1000 ? (int)b : UIW_DEAD_PEER_MS_DEFAULT;
 }

@@ -347,6 +347,10 @@ struct uiw_conn_param {
 	uint8_t private_data_len;    /* bytes, at most UIW_MAX_PRIVATE_DATA */
 	uint8_t responder_resources; /* IRD: inbound RDMA Reads we accept */
 	uint8_t initiator_depth;     /* ORD: outbound RDMA Reads we issue */
+	/* Per-connection socket settings (a zeroed field: the process-wide
+	 * setting of docs/configuration.md): */
+	bool set_tos; /* apply tos: IP_TOS (IPv4) / IPV6_TCLASS (IPv6) */
+	uint8_t tos;  /* the DSCP / ECN byte (rdma_cm's RDMA_OPTION_ID_TOS) */
 };
 #define UIW_MAX_PRIVATE_DATA 252 /* 256 - the RFC 6581 word */
 

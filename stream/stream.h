@@ -101,6 +101,7 @@ struct uiw_tcp_opts {
 	 * socket whose peer stopped answering fails the same way, within the
 	 * bound plus one probe interval). RFC 5482, RFC 1122 §4.2.3.6. */
 	int dead_peer_ms;
+	int tos; /* IP_TOS / IPV6_TCLASS byte (0..255), -1 for the system's */
 };
 
 /* Wraps a connected TCP socket: sets O_NONBLOCK and TCP_NODELAY (best
@@ -110,7 +111,7 @@ struct uiw_tcp_opts {
 struct uiw_stream *uiw_stream_tcp(int fd);
 
 /* Applies o (congestion control, MSS clamp, buffer sizes, not-sent low
- * water mark, the dead-peer bound) to a TCP socket, before connect or
+ * water mark, the dead-peer bound, TOS / traffic class) to a TCP socket, before connect or
  * listen so that the window scale follows the receive buffer; a listener's
  * options are inherited by the sockets it accepts. NULL o does nothing.
  * Errors are ignored (an unknown algorithm keeps the default; SO_SNDBUF /

@@ -235,6 +235,10 @@ void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
 	if (o->notsent_lowat > 0)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &o->notsent_lowat,
 				 sizeof(o->notsent_lowat));
+	if (o->tos >= 0 && o->tos <= 255) {
+		(void)setsockopt(fd, IPPROTO_IP, IP_TOS, &o->tos, sizeof(o->tos));
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &o->tos, sizeof(o->tos));
+	}
 	if (o->dead_peer_ms > 0) {
 		unsigned ut = (unsigned)o->dead_peer_ms;
 		/* keepalive times are whole seconds, at least 1 */

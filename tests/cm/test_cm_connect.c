@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -879,6 +881,68 @@ static void test_send_right_after_accept(void **state)
 	}
 }
 
+/* The IP TOS byte of this process's connected TCP socket whose local
+ * (local true) or peer port is port; -1 if there is none. */
+static int tos_of_socket(uint16_t port, bool local)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		struct sockaddr_in a;
+		socklen_t len = sizeof(a);
+		int tos = -1, type = 0;
+		socklen_t tl = sizeof(type);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM)
+			continue;
+		if ((local ? getsockname(fd, (struct sockaddr *)&a, &len)
+			   : getpeername(fd, (struct sockaddr *)&a, &len)) ||
+		    a.sin_family != AF_INET || ntohs(a.sin_port) != port)
+			continue;
+		len = sizeof(a);
+		if (getpeername(fd, (struct sockaddr *)&a, &len))
+			continue; /* the listener */
+		tl = sizeof(tos);
+		if (getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &tl) == 0)
+			return tos;
+	}
+	return -1;
+}
+
+/* RDMA_OPTION_ID_TOS: the byte the client set is on its connection's
+ * socket, the listener's on the connections it accepts (rdma_cm hands it
+ * to an iWARP device the same way); a wrong optlen is EINVAL. */
+static void test_tos(void **state)
+{
+	struct pair p;
+	uint8_t ctos = 0x28, stos = 0x48;
+	uint32_t wide = 0x28;
+	struct rdma_cm_event *ev;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	listen_and_resolve(&p);
+	errno = 0;
+	assert_int_equal(
+	    rdma_set_option(p.client, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &wide, sizeof(wide)), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(
+	    rdma_set_option(p.client, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &ctos, sizeof(ctos)), 0);
+	assert_int_equal(
+	    rdma_set_option(p.listen, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &stos, sizeof(stos)), 0);
+	ev = connect_and_request(&p, "tos");
+	accept_request(&p, ev);
+	expect_ack(p.cch, RDMA_CM_EVENT_ESTABLISHED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
+	assert_int_equal(tos_of_socket(p.port, false), ctos); /* the client's socket */
+	assert_int_equal(tos_of_socket(p.port, true), stos);  /* the accepted one */
+
+	assert_int_equal(rdma_disconnect(p.client), 0);
+	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
+	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
+	side_fini(&p.s, p.server);
+	side_fini(&p.c, p.client);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -891,6 +955,7 @@ int main(void)
 	    cmocka_unit_test(test_external_qp_on_id_pd),
 	    cmocka_unit_test(test_connect_close_burst),
 	    cmocka_unit_test(test_send_right_after_accept),
+	    cmocka_unit_test(test_tos),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -309,8 +309,14 @@ CM_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
  * (tgt binds one id per getaddrinfo address, afonly each); an id where it
  * is not set follows net.ipv6.bindv6only (normally 0: IPv4-mapped
  * connections too); errors: EINVAL (optlen not sizeof(int), or the id is
- * past bind). TOS, ACK_TIMEOUT and REUSEADDR are accepted and ignored (0;
- * the TCP listener always uses SO_REUSEADDR). Anything else: -1 with errno
+ * past bind). TOS (a uint8_t, else EINVAL) is the connection's IP TOS /
+ * IPv6 traffic class byte (DSCP + ECN) on its TCP socket, set on a
+ * listening id for the connections it accepts, as the kernel rdma_cm
+ * passes it to an iWARP device (iw_cm_id tos); it applies from the next
+ * rdma_connect / rdma_accept. ACK_TIMEOUT (InfiniBand's local ACK timeout;
+ * the kernel applies it to InfiniBand QPs only; uiwarp's counterpart is
+ * UIWARP_DEAD_PEER_MS) and REUSEADDR are accepted and ignored (0; the TCP
+ * listener always uses SO_REUSEADDR). Anything else: -1 with errno
  * ENOSYS; NULL id or optval: EINVAL. */
 CM_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 			      size_t optlen)
@@ -331,9 +337,19 @@ CM_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 		p->afonly = v ? 1 : 0;
 		return 0;
 	}
+	if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_TOS) {
+		uint8_t v;
+
+		if (optlen != sizeof(uint8_t)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(&v, optval, sizeof(v));
+		cm_id_of(id)->tos = v;
+		return 0;
+	}
 	if (level == RDMA_OPTION_ID &&
-	    (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_ACK_TIMEOUT ||
-	     optname == RDMA_OPTION_ID_REUSEADDR))
+	    (optname == RDMA_OPTION_ID_ACK_TIMEOUT || optname == RDMA_OPTION_ID_REUSEADDR))
 		return 0;
 	errno = ENOSYS;
 	return -1;

@@ -77,7 +77,9 @@ struct cm_id {
 	bool disc_pending;  /* engine said DISCONNECTED before ESTABLISHED was queued */
 	bool disc_queued;   /* DISCONNECTED already queued: exactly once */
 	bool own_send_cq, own_recv_cq;
-	int afonly;		   /* RDMA_OPTION_ID_AFONLY as set (0/1), -1: not set */
+	int afonly; /* RDMA_OPTION_ID_AFONLY as set (0/1), -1: not set */
+	int tos; /* RDMA_OPTION_ID_TOS as set (0..255), -1: not set; a listener's is its requests'
+		  */
 	bool v6only_dflt;	   /* the namespace's net.ipv6.bindv6only, seen at bind */
 	unsigned delivered, acked; /* events handed to the application / acknowledged */
 

@@ -127,6 +127,8 @@ static int set_param(struct cm_id *id, const struct rdma_conn_param *p)
 	uint8_t ird = cm_dev_rd_atom(false), ord = cm_dev_rd_atom(true);
 
 	memset(&id->param, 0, sizeof(id->param));
+	id->param.set_tos = id->tos >= 0;
+	id->param.tos = (uint8_t)(id->tos >= 0 ? id->tos : 0);
 	if (!p) {
 		id->param.responder_resources = ird;
 		id->param.initiator_depth = ord;
@@ -241,6 +243,7 @@ static void *listen_worker(void *arg)
 		nid->state = CM_CONNECT_REQ;
 		nid->req = req;
 		nid->listen_parent = lid;
+		nid->tos = lid->tos; /* as the kernel's iw_conn_req_handler */
 		nid->bound = true;
 		memcpy(&nid->id.route.addr.src_storage, &info.local, sizeof(info.local));
 		memcpy(&nid->id.route.addr.dst_storage, &info.peer, sizeof(info.peer));

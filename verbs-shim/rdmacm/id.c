@@ -188,6 +188,7 @@ struct cm_id *cm_id_new(struct rdma_event_channel *channel, void *context, enum 
 	id->id.qp_type = IBV_QPT_RC;
 	id->id.port_num = 1;
 	id->afonly = -1;
+	id->tos = -1;
 	pthread_mutex_lock(&cm_lock);
 	cm_channel_ref_locked(cm_channel_of(channel));
 	id->handle = next_handle++;
