@@ -843,6 +843,18 @@ static void test_disconnect_then_destroy_qp(void **state)
  * moment it returns, before ESTABLISHED, is taken (no EINVAL), held until
  * the client's RTR arrives (peer-to-peer) and received intact. 20 rounds:
  * the Send must never lose the race against the connection setup. */
+/* The client disconnects, both sides see DISCONNECTED, everything of the
+ * pair is released. */
+static void disconnect_and_close(struct pair *p)
+{
+	assert_int_equal(rdma_disconnect(p->client), 0);
+	expect_ack(p->cch, RDMA_CM_EVENT_DISCONNECTED, p->client);
+	expect_ack(p->sch, RDMA_CM_EVENT_DISCONNECTED, p->server);
+	side_fini(&p->s, p->server);
+	side_fini(&p->c, p->client);
+	pair_close(p);
+}
+
 static void test_send_right_after_accept(void **state)
 {
 	static const char msg[] = "sent right after rdma_accept";
@@ -872,12 +884,7 @@ static void test_send_right_after_accept(void **state)
 		assert_string_equal(p.c.buf[1], msg);
 		expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);
 
-		assert_int_equal(rdma_disconnect(p.client), 0);
-		expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-		expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-		side_fini(&p.s, p.server);
-		side_fini(&p.c, p.client);
-		pair_close(&p);
+		disconnect_and_close(&p);
 	}
 }
 
@@ -935,12 +942,7 @@ static void test_tos(void **state)
 	assert_int_equal(tos_of_socket(p.port, false), ctos); /* the client's socket */
 	assert_int_equal(tos_of_socket(p.port, true), stos);  /* the accepted one */
 
-	assert_int_equal(rdma_disconnect(p.client), 0);
-	expect_ack(p.cch, RDMA_CM_EVENT_DISCONNECTED, p.client);
-	expect_ack(p.sch, RDMA_CM_EVENT_DISCONNECTED, p.server);
-	side_fini(&p.s, p.server);
-	side_fini(&p.c, p.client);
-	pair_close(&p);
+	disconnect_and_close(&p);
 }
 
 int main(void)
