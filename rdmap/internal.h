@@ -380,6 +380,11 @@ void uiw_qp_set_close_reason(struct uiw_qp *qp, enum uiw_close_reason why);
  * FATAL before DISCONNECTED (the outstanding WRs are flushed as on any
  * abortive close). qp->lock held. */
 void uiw_qp_stream_timeout_locked(struct uiw_qp *qp);
+/* Whether the stream error r (-errno) is the dead-peer bound passing: the
+ * kernel fails the socket with ETIMEDOUT, or with the soft error it saw
+ * last while it retransmitted (EHOSTUNREACH, ENETUNREACH, EHOSTDOWN,
+ * ENETDOWN: a link down, a route gone). */
+bool uiw_dead_peer_err(int r);
 /* Queues a connection event; it is reported once rx_lock is let go
  * (progress.c). rx_lock holder. */
 void uiw_qp_event_due(struct uiw_qp *qp, enum uiw_qp_event ev);

@@ -111,6 +111,13 @@ static void quiet(struct uiw_qp *qp)
 }
 
 /* See rdmap/internal.h. */
+bool uiw_dead_peer_err(int r)
+{
+	return r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -ENETUNREACH || r == -EHOSTDOWN ||
+	       r == -ENETDOWN;
+}
+
+/* See rdmap/internal.h. */
 void uiw_qp_stream_timeout_locked(struct uiw_qp *qp)
 {
 	if (qp->close_reason == UIW_CLOSE_NONE) {
@@ -245,8 +252,11 @@ static void rx_pass(struct uiw_qp *qp, enum prog_role role)
 static void tx_failed(struct uiw_qp *qp, int r)
 {
 	pthread_mutex_lock(&qp->lock);
-	if (r == -ETIMEDOUT)
-		uiw_qp_stream_timeout_locked(qp); /* else the receive side says why */
+	if (uiw_dead_peer_err(r))
+		uiw_qp_stream_timeout_locked(qp);
+	else if (r == -ECONNRESET)
+		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_RESET);
+	/* else the receive side says why */
 	if (qp->state != UIW_QPS_ERR)
 		uiw_qp_flush_locked(qp);
 	qp->tx_busy = false;

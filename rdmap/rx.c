@@ -703,7 +703,7 @@ static void stream_failed(struct uiw_qp *qp, int r)
 	bool local_err = qp->state == UIW_QPS_ERR;
 	if (r == -ECONNRESET)
 		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_RESET);
-	else if (r == -ETIMEDOUT)
+	else if (uiw_dead_peer_err(r))
 		uiw_qp_stream_timeout_locked(qp);
 	else if (r == -ENODATA && !local_err)
 		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TRUNCATED);
