@@ -126,6 +126,18 @@ siw_env() { # "k=v k=v" -> siw_set
 }
 
 # ---------------------------------------------------------------- rping
+# guest_stdout NAME: the guest program's stdout, written to a file of the
+# share (/lab/interop/stdout.txt) instead of the job's output stream, becomes
+# $CASE_DIR/NAME.out. A 20 KB `rping -v` line streamed through lab/exec.sh
+# could end the job's reader early (its flush pipes `tail | head` under
+# pipefail: a file that grows between the two gives tail SIGPIPE, exit 141)
+# and cut the line at 8 KiB.
+guest_stdout() {
+	if [ -f "$LAB_SHARE/interop/stdout.txt" ]; then
+		cat "$CASE_DIR/$1.out" >>"$CASE_DIR/$1.job.txt" 2>/dev/null
+		mv -f "$LAB_SHARE/interop/stdout.txt" "$CASE_DIR/$1.out"
+	fi
+}
 # rping_case CASE u2s|s2u "SIW k=v..." "UIWARP env..." crc(on|off) COUNT SIZE [XFAIL-NOTE]
 rping_case() {
 	local dir=$2 siw=$3 uenv=$4 crc=$5 count=$6 size=$7 xf=${8:-}
@@ -134,12 +146,13 @@ rping_case() {
 	cap_start cap "$PORT"
 	local srv
 	if [ "$dir" = u2s ]; then
-		gbg srv 45 siw-server "rping -s -a $GIP -p $PORT -C $count -S $size -v 2>/lab/interop/stderr.txt"
+		gbg srv 45 siw-server "rping -s -a $GIP -p $PORT -C $count -S $size -v >/lab/interop/stdout.txt 2>/lab/interop/stderr.txt"
 		g_wait_listen "$PORT" 15 || bad "siw rping did not listen"
 		# shellcheck disable=SC2086
 		hrun 45 uiw-client $uenv "${UIW_RUN[@]}" rping -c -a $GIP -p "$PORT" -C "$count" -S "$size" -v ||
 			bad "uiwarp rping -c exit $(cat "$CASE_DIR/uiw-client.rc")"
 		jwait "$srv" 30 || bad "siw rping -s exit $(cat "$CASE_DIR/siw-server.rc" 2>/dev/null || echo timeout)"
+		guest_stdout siw-server
 		"$PYTHON" "$E2E_SRC/rping_check.py" "$CASE_DIR/uiw-client.out" "$count" --size "$size" \
 			--prefix 'ping data: ' >"$CASE_DIR/check-client.txt" 2>&1 || bad "uiwarp client data"
 		"$PYTHON" "$E2E_SRC/rping_check.py" "$CASE_DIR/siw-server.out" "$count" --size "$size" \
@@ -148,8 +161,9 @@ rping_case() {
 		# shellcheck disable=SC2086
 		hbg srv 45 uiw-server $uenv "${UIW_RUN[@]}" rping -s -a $HIP -p "$PORT" -C "$count" -S "$size" -v
 		h_wait_listen "$PORT" 15 || bad "uiwarp rping did not listen"
-		grun 45 siw-client "rping -c -a $HIP -p $PORT -C $count -S $size -v 2>/lab/interop/stderr.txt" ||
+		grun 45 siw-client "rping -c -a $HIP -p $PORT -C $count -S $size -v >/lab/interop/stdout.txt 2>/lab/interop/stderr.txt" ||
 			bad "siw rping -c exit $(cat "$CASE_DIR/siw-client.rc")"
+		guest_stdout siw-client
 		jwait "$srv" 30 || bad "uiwarp rping -s exit $(cat "$CASE_DIR/uiw-server.rc" 2>/dev/null || echo timeout)"
 		"$PYTHON" "$E2E_SRC/rping_check.py" "$CASE_DIR/siw-client.out" "$count" --size "$size" \
 			--prefix 'ping data: ' >"$CASE_DIR/check-client.txt" 2>&1 || bad "siw client data"
