@@ -58,9 +58,10 @@ struct uiw_stream_ops {
 
 struct uiw_stream {
 	const struct uiw_stream_ops *ops;
-	int fd;	    /* what readiness is waited on; owned by the stream */
-	int lowat;  /* rx_lowat's last value (0: never set, i.e. 1) */
-	int rcvbuf; /* TCP: SO_RCVBUF as last read (rx_lowat's cap), 0 not yet */
+	int fd;		    /* what readiness is waited on; owned by the stream */
+	int lowat;	    /* rx_lowat's last value (0: never set, i.e. 1) */
+	int rcvbuf;	    /* TCP: SO_RCVBUF as last read (rx_lowat's cap), 0 not yet */
+	int rcvbuf_recheck; /* TCP: capped marks left before SO_RCVBUF is read again */
 };
 
 static inline ssize_t uiw_stream_sendv(struct uiw_stream *s, const struct iovec *iov, int n)

@@ -149,13 +149,17 @@ static void tcp_rx_lowat(struct uiw_stream *s, int bytes)
 	 * mark: the window stops autotuning at ~64 KiB and a long path runs at
 	 * 64 KiB per RTT (a 20 ms path: 8 instead of 22 MiB/s with bbr). So
 	 * the mark stays within a quarter of the buffer, which autotuning
-	 * grows as the path needs (SO_RCVBUF, read again only when a mark
-	 * would pass the cap). */
+	 * grows as the path needs (SO_RCVBUF, read again when a mark would
+	 * pass the cap, at most every 64th time: not a syscall per FPDU on a
+	 * socket whose buffer stays small). */
 	if (bytes > s->rcvbuf / 4) {
-		int rb = 0;
-		socklen_t len = sizeof(rb);
-		if (getsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rb, &len) == 0)
-			s->rcvbuf = rb;
+		if (s->rcvbuf_recheck-- <= 0) {
+			int rb = 0;
+			socklen_t len = sizeof(rb);
+			if (getsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &rb, &len) == 0)
+				s->rcvbuf = rb;
+			s->rcvbuf_recheck = 64;
+		}
 		if (bytes > s->rcvbuf / 4)
 			bytes = s->rcvbuf / 4 > 1 ? s->rcvbuf / 4 : 1;
 	}
