@@ -123,6 +123,11 @@ void uiw_qp_stream_timeout_locked(struct uiw_qp *qp)
 	if (qp->close_reason == UIW_CLOSE_NONE) {
 		uiw_qp_set_close_reason(qp, UIW_CLOSE_PEER_TIMEOUT);
 		qp->local_fatal = true;
+		/* said now, before the flush lets the application see (and
+		 * perhaps exit on) its failed WRs */
+		uiw_qp_log(
+		    qp, UIW_LOG_WARN,
+		    "peer timeout: no answer within the dead-peer bound; the QP goes to ERR");
 	}
 }
 

@@ -13,8 +13,8 @@
 #              mid-copy: both ends exit with an error, no file in place
 # Each end runs with UIWARP_DEAD_PEER_MS=3000 and UIWARP_LOG=info; the test
 # wants every end out within LIMIT (12) s of the fault, a non-zero exit, and
-# "disconnected (peer timeout)" with "fatal: the peer did not answer" in the
-# log of each end that had to find out by itself. Without the bound the
+# "peer timeout: no answer within the dead-peer bound" in the log of each
+# end that had to find out by itself. Without the bound the
 # kernel would retransmit for about 15 minutes. Env: UIW_BUILD.
 set -u
 # shellcheck source=tests/e2e/lib.sh
@@ -42,13 +42,15 @@ fault() {
 	esac
 }
 
-# check_log FILE WHO: FILE says the connection ended on the bound
+# check_log FILE WHO: FILE says the connection ended on the bound (the
+# line logged when the engine decides, before it flushes: the FATAL and
+# DISCONNECTED lines come after the flush, and perftest may exit on its
+# flushed WC first)
 check_log() {
-	grep -q 'disconnected (peer timeout)' "$1" || {
+	grep -q 'peer timeout: no answer within the dead-peer bound' "$1" || {
 		tail -n 20 "$1"
-		e2e_fail "$2: no 'disconnected (peer timeout)' in its log"
+		e2e_fail "$2: no 'peer timeout' in its log"
 	}
-	grep -q 'fatal: the peer did not answer' "$1" || e2e_fail "$2: no QP fatal event in its log"
 }
 
 SRV_ERR=$E2E_TMP/server.err
