@@ -230,7 +230,9 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
 /* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
  * deadline; when it passes, the engine runs PROG_TIMER progress (to the
  * ns while it waits in epoll; a parked engine, whose pollers are about,
- * is not woken for it and sees it within PARK_NS). */
+ * is not woken for it and sees it within PARK_NS).
+ * A QP the engine does not hold (before uiw_engine_attach, after
+ * uiw_engine_detach) gets none. */
 void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t uiw_now_ns(void);

@@ -356,7 +356,11 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 {
 	pthread_mutex_lock(&engine.lock);
 	bool wake = false;
-	if (!at_ns) {
+	if (!at_ns || !qp->eng) {
+		/* a QP uiw_engine_detach took away gets no deadline: a poster
+		 * still inside tx.c (qp_release_stream waits for it after the
+		 * detach) would put it back on the list, and the engine would
+		 * find it there after uiw_qp_destroy freed it */
 		dl_remove_locked(qp);
 	} else {
 		if (qp->dl_index < 0) {
