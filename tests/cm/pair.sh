@@ -11,7 +11,8 @@ pattern=${4-}
 tmp=$(mktemp -d)
 spid=
 trap '[ -n "$spid" ] && kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
-port=$((20000 + ($$ * 7) % 20000))
+. "$(dirname "$0")/../port.sh"
+port=$(uiw_free_port)
 server=$(printf '%s' "$server" | sed "s/@PORT@/$port/g")
 client=$(printf '%s' "$client" | sed "s/@PORT@/$port/g")
 

@@ -8,7 +8,8 @@ run=$1
 rping=$2
 tmp=$(mktemp -d)
 trap 'kill $spid 2>/dev/null; rm -rf "$tmp"' EXIT
-port=$((20000 + $$ % 20000))
+. "$(dirname "$0")/../port.sh"
+port=$(uiw_free_port)
 
 timeout 40 "$run" "$rping" -s -a 127.0.0.1 -p "$port" -C 10 -v >"$tmp/server" 2>&1 &
 spid=$!

@@ -50,7 +50,8 @@ uiwarp-run ldd "$(command -v rping || echo /usr/bin/rping)" |
 	fail "uiwarp-run's libibverbs is not the packaged one"
 ldconfig -p | grep -q "/usr/lib/$multi/uiwarp/" && fail "the private directory is in ld.so.cache"
 if command -v rping >/dev/null; then
-	port=$((30000 + $$ % 20000))
+	. "$here/../port.sh"
+	port=$(uiw_free_port)
 	timeout 20 uiwarp-run rping -s -a 127.0.0.1 -p $port -C 50 -v >"$T/rs" 2>&1 &
 	s=$!
 	sleep 0.3

@@ -17,6 +17,7 @@ set -u
 src=$1
 build=$2
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../port.sh"
 T=$(mktemp -d /tmp/uiwi.XXXXXX)
 trap 'for p in $(jobs -p); do kill $p 2>/dev/null; done; rm -rf "$T"' EXIT
 P=$T/prefix
@@ -71,7 +72,7 @@ check_ldd() { # check_ldd PREFIX_LIBDIR CMD...: ldd output of CMD's libs
 if command -v rping >/dev/null; then
 	check_ldd "$libdir" "$P/bin/uiwarp-run" ldd "$(command -v rping)" ||
 		fail "uiwarp-run rping does not resolve to the installed libraries"
-	port=$((30000 + $$ % 20000))
+	port=$(uiw_free_port)
 	timeout 20 "$P/bin/uiwarp-run" rping -s -a 127.0.0.1 -p $port -C 50 -v >"$T/rs" 2>&1 &
 	s=$!
 	sleep 0.3
@@ -92,7 +93,7 @@ fi
 # uiwarp-replicate: RUNPATH to LIBDIR/uiwarp
 check_ldd "$libdir" ldd "$P/bin/uiwarp-replicate" || fail "uiwarp-replicate's RUNPATH"
 head -c 3000000 /dev/urandom >"$T/src.bin"
-port=$((31000 + $$ % 20000))
+port=$(uiw_free_port 1)
 timeout 30 "$P/bin/uiwarp-replicate" recv --bind 127.0.0.1 --port $port "$T/dst.bin" >"$T/rr" 2>&1 &
 r=$!
 sleep 0.3

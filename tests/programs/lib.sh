@@ -124,7 +124,8 @@ uiwv_ns_lo_if() {
 	((i < 50)) || uiwv_fail "veth did not come up"
 }
 
-uiwv_port() { echo $((20000 + ($$ * 7) % 20000)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../port.sh"
+uiwv_port() { uiw_free_port; }
 
 uiwv_wait_listen() {
 	local pre=$1 port=$2 secs=$3 pid=${4:-} i

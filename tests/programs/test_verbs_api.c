@@ -299,7 +299,7 @@ int main(int argc, char **argv)
 
 	rfc7306 = argc > 1 && strcmp(argv[1], "rfc7306") == 0;
 	setenv("UIWARP_RFC7306", rfc7306 ? "1" : "0", 1);
-	snprintf(port_str, sizeof(port_str), "%d", 20000 + (getpid() * 13) % 20000);
+	snprintf(port_str, sizeof(port_str), "%d", 20000 + (getpid() * 13) % 12768);
 
 	list = ibv_get_device_list(&n);
 	CHECK(list && n == 1);

@@ -13,7 +13,8 @@ command -v rping >/dev/null || {
 }
 T=$(mktemp -d /tmp/uiwl.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-PORT=$((30000 + $$ % 20000))
+. "$(dirname "$0")/../port.sh"
+PORT=$(uiw_free_port)
 rc=0
 fail() {
 	echo "FAIL: $*"
@@ -29,7 +30,8 @@ pair() { # pair TAG ENV...: one rping pair; stderr in $T/TAG.{s,c}
 	local c=$?
 	wait $s
 	[ $c = 0 ] || fail "$tag: rping client exited $c"
-	PORT=$((PORT + 1))
+	NPAIR=$((${NPAIR:-0} + 1))
+	PORT=$(uiw_free_port "$NPAIR")
 }
 pair info UIWARP_LOG=info
 cat "$T/info.s" "$T/info.c"

@@ -37,7 +37,8 @@ cleanup() {
 trap cleanup EXIT
 ITERS=20000
 SIZE=65536
-PORT=$((20000 + $$ % 20000))
+. "$here/../port.sh"
+PORT=$(uiw_free_port)
 srv=(env)
 cli=(env)
 addr=127.0.0.1
