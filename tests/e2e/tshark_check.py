@@ -216,12 +216,14 @@ def main():
     n_pkts = n_req = n_rep = n_fpdu = n_crc_good = n_crc_bad = n_ddp = n_term = 0
     n_payload_pkts = n_undecoded = 0
     n_crc_zero = n_crc_nonzero = n_retrans = 0
+    no_ddp = []  # (frame number, FPDUs tshark framed there without a DDP/RDMAP decode)
     ops = collections.Counter()
     mk = MarkerState()
     flags = {"req": None, "rep": None}
     for pkt in root.iter("packet"):
         mk.packet(pkt, errors, flags)
         n_pkts += 1
+        pkt_fpdu, pkt_ddp = n_fpdu, n_ddp
         fnum = None
         tcp_len = 0
         has_mpa = False
@@ -289,6 +291,8 @@ def main():
                 sev = num(show)
                 if sev is not None and sev >= SEV_ERROR:
                     errors.append("frame %s: expert error: %s" % (fnum, sn))
+        if n_fpdu - pkt_fpdu > n_ddp - pkt_ddp:
+            no_ddp.append((fnum or 0, (n_fpdu - pkt_fpdu) - (n_ddp - pkt_ddp)))
         if tcp_len > 0:
             n_payload_pkts += 1
             if not has_mpa and not reassembled_elsewhere:
@@ -347,6 +351,14 @@ def main():
             print("tshark: %d segments not decoded (tshark 4.0 lost the marker framing: "
                   "first at frame %s)" % (n_undecoded, mk.first_lost))
             n_undecoded = 0
+            # once lost, what it frames as an FPDU is at a wrong offset
+            # and does not decode as DDP: those are not counted
+            lost = num(mk.first_lost)
+            late = sum(k for f, k in no_ddp if lost is not None and f >= lost)
+            if late:
+                print("tshark: %d FPDUs framed at or after frame %s without a DDP decode "
+                      "(the lost framing) not counted" % (late, mk.first_lost))
+                n_fpdu -= late
     if n_ddp < n_fpdu:
         errors.append("%d FPDUs but only %d DDP/RDMAP decodes" % (n_fpdu, n_ddp))
     if n_term and not a.allow_terminate:
