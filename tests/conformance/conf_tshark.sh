@@ -35,7 +35,9 @@ command -v tcpdump >/dev/null || skip "tcpdump not installed"
 command -v tshark >/dev/null || skip "tshark not installed"
 
 # a socket on the port (TIME-WAIT left by an earlier run does not count: the
-# proxy sets SO_REUSEADDR and the new connection has another client port)
+# proxy sets SO_REUSEADDR. PORT lies below the ephemeral range, so no
+# client socket in TIME-WAIT holds it as its own port: with ports of 39100+
+# one did, and the proxy's bind failed with EADDRINUSE)
 port_busy() { ss -Htan "( sport = :$1 or dport = :$1 )" 2>/dev/null | grep -qv "^TIME-WAIT"; }
 for p in "$PORT" $((PORT + 1000)) $((PORT + 2000)); do
 	port_busy "$p" || break
