@@ -72,8 +72,8 @@ struct mpa_config {
 	uint8_t rtr_offer; /* RTR kinds offered as initiator (default WRITE|READ) */
 	int timeout_ms;	   /* wait for the peer's request/reply (default 10000) */
 	bool rfc7306;	   /* offer RFC 7306 (default off: UIWARP_RFC7306=1) */
-	/* RFC 5044 §5 markers, per direction (default both off: interop notes
-	 * §0, siw and Chelsio do not do them). markers: honour a peer's M, i.e.
+	/* RFC 5044 §5 markers, per direction (default: honour a peer's M, never
+	 * ask: siw and Chelsio do not do them, interop notes §0). markers: honour a peer's M, i.e.
 	 * insert markers in what we send; off, a Request with M is rejected and
 	 * a Reply with M refused (-EPROTO). want_markers: set M in our own
 	 * Request/Reply, i.e. ask the peer to insert markers towards us. */

@@ -196,7 +196,9 @@ void mpa_config_default(struct mpa_config *cfg)
 	cfg->rtr_offer = MPA_RTR_WRITE | MPA_RTR_READ;
 	cfg->timeout_ms = 10000;
 	cfg->rfc7306 = false;
-	cfg->markers = false;
+	/* RFC 5044 §7.1.2: a responder refuses only what it cannot do,
+	 * and markers it can: a peer asking for them gets them */
+	cfg->markers = true;
 	cfg->want_markers = false;
 	cfg->large_fpdu = true;
 }

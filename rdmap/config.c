@@ -16,7 +16,7 @@
  * | UIWARP_DEAD_PEER_MS   | 30000   | dead-peer bound: TCP_USER_TIMEOUT + keepalive  |
  * |                       |         | (0: the kernel's defaults)                     |
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
- * | UIWARP_MPA_MARKERS    | 0       | 0 no markers (reject a peer's M), 1 honour a   |
+ * | UIWARP_MPA_MARKERS    | 1       | 0 no markers (reject a peer's M), 1 honour a   |
  * |                       |         | peer's M, 2 also ask for markers (RFC 5044 §5)  |
  * | UIWARP_MPA_LARGE_FPDU | 1       | announce and use FPDUs above the EMSS with a    |
  * |                       |         | peer that announces them (siw's GSO bit)        |
@@ -73,7 +73,7 @@ static void config_load(void)
 	t = env_long("UIWARP_CONNECT_RETRY_MS", 250);
 	cfg.connect_retry_ms = t >= 0 && t <= 60000 ? (int)t : 250;
 	cfg.mpa.rfc7306 = env_long("UIWARP_RFC7306", 0) != 0;
-	long mk = env_long("UIWARP_MPA_MARKERS", 0);
+	long mk = env_long("UIWARP_MPA_MARKERS", 1);
 	cfg.mpa.markers = mk >= 1;
 	cfg.mpa.want_markers = mk >= 2;
 	cfg.mpa.large_fpdu = env_long("UIWARP_MPA_LARGE_FPDU", cfg.mpa.large_fpdu) != 0;

@@ -822,7 +822,7 @@ int main(int argc, char **argv)
 	bool crc = env_int("UIWARP_MPA_CRC", 1) != 0;
 	bool p2p = env_int("UIWARP_P2P", 1) != 0 && rev == 2;
 	const char *rtr_env = getenv("UIWARP_RTR");
-	bool want_markers = env_int("UIWARP_MPA_MARKERS", 0) != 0;
+	bool want_markers = env_int("UIWARP_MPA_MARKERS", 1) >= 2;
 	bool want_7306 = env_int("UIWARP_RFC7306", 0) != 0;
 	char rtr_kind = rtr_env && !strcmp(rtr_env, "read")   ? 'r'
 			: rtr_env && !strcmp(rtr_env, "send") ? 's'

@@ -184,9 +184,11 @@ F_RFC7306 = 0x01  # uiwarp's RFC 7306 offer in the MPA flags (mpa/mpa_wire.h)
 
 
 def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False, markers=False):
-    """markers: ask for markers (M in the Request) from a target started with
-    UIWARP_MPA_MARKERS=2, which asks for them too (M in the Reply): the
-    returned socket is an iw.MarkedConn with markers both ways."""
+    """markers: ask for markers (M in the Request). True: from a target
+    started with UIWARP_MPA_MARKERS=2, which asks for them too (M in the
+    Reply): the returned socket is an iw.MarkedConn with markers both ways.
+    "peer": from a target with the default (1), which honours our M without
+    asking (no M in the Reply): markers only in what the target sends."""
     s = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
     iw.set_nodelay(s)
     deadline = time.monotonic() + IO_TIMEOUT
@@ -206,12 +208,12 @@ def connect(port, crc=True, rev=2, ird=4, ord_=4, rfc7306=False, markers=False):
     expect(rep.rev == 2, "MPA Reply rev 2")
     expect(bool(rep.flags & iw.F_C) == crc, "MPA Reply C bit mirrors the request")
     expect(bool(rep.flags & iw.F_E), "MPA Reply has the enhanced (RFC 6581) bit")
-    expect(bool(rep.flags & iw.F_M) == markers,
-           "MPA Reply %s markers" % ("asks for" if markers else "has no"))
+    expect(bool(rep.flags & iw.F_M) == (markers is True),
+           "MPA Reply %s markers" % ("asks for" if markers is True else "has no"))
     if markers:
         # RFC 5044 §5: marker offsets count from the first octet after the
         # Request (our direction) / the Reply (the target's)
-        s = iw.MarkedConn(s, tx=True, rx=True)
+        s = iw.MarkedConn(s, tx=markers is True, rx=True)
     expect(rep.p2p, "MPA Reply echoes P2P (RFC 6581 §9.2)")
     expect(rep.rtr_write and not rep.rtr_read and not rep.rtr_send,
            "MPA Reply picks the Write RTR only")
@@ -373,8 +375,9 @@ GOOD_CASES = ("control", "read_back", "send_ok", "send_segments", "write_segment
 # Bad connection setup (RFC 5044 §7.1, RFC 6581): the target must refuse it
 # (a Reply with R, or just a close) and never report a connection.
 MPA_CASES = {
-    # markers asked for while the target runs with UIWARP_MPA_MARKERS=0 (the
-    # default; interop notes §0): a Reply with R. The marker_* rule cases
+    # markers asked for while the target runs with UIWARP_MPA_MARKERS=0
+    # (configured off; the default honours them, hostile_markers_default):
+    # a Reply with R. The marker_* rule cases
     # negotiate them with a target that has them on.
     "mpa_markers": (lambda: iw.mpa_frame(iw.KEY_REQ, iw.F_M | iw.F_C | iw.F_E, 2,
                                          struct.pack(">HH", iw.V2_P2P | 4, iw.V2_RTR_WRITE | 4)),
@@ -1476,6 +1479,30 @@ def _send_marked(sock, u, **kw):
     return marks
 
 
+def _marked_read(sock, c, src=20000, n=3000):
+    """An RDMA Read (MSN 1) of n MR bytes at src into sink 0xC0FFEE/0x40;
+    its Response must come back with good CRCs over at least five markers
+    (n = 3000) and carry the MR's bytes."""
+    before = sock.rx.markers
+    sock.sendall(iw.read_request(1, 0xC0FFEE, 0x40, n, c.stag, c.iova + src))
+    got = b""
+    deadline = time.monotonic() + IO_TIMEOUT
+    while True:
+        f = iw.read_fpdu(sock, deadline)
+        d = iw.Ddp(f.ulpdu)
+        say("hostile: from target: %s (markers %s)" % (d, [(p, m.hex()) for p, m in f.markers]))
+        expect(f.crc_ok, "the target's CRC (over its markers) is good")
+        expect(d.tagged and d.opcode == iw.OP_READ_RESP and d.stag == 0xC0FFEE and
+               d.to == 0x40 + len(got), "a Read Response to our sink")
+        got += d.payload
+        if d.last:
+            break
+    expect(got == bytes(MR_PATTERN(src + i) for i in range(n)),
+           "the Read Response carries MR bytes [%d, %d)" % (src, src + n))
+    expect(sock.rx.markers - before >= 5, "the target put %d markers in its Read Response(s)" %
+           (sock.rx.markers - before))
+
+
 def r_markers_ok(sock, c):
     """Markers both ways, valid traffic: four Sends sized so that a marker
     falls inside the second one's DDP header, one sits right in front of the
@@ -1514,28 +1541,22 @@ def r_markers_ok(sock, c):
         expect(len(marks) >= 2, "Write segment %d spans %d marker positions" % (i + 1, len(marks)))
         if i == 0:
             expect(marks[0] == (0, 0), "Write segment 1 starts with a marker (FPDUPTR 0)")
-    src = 20000
-    before = sock.rx.markers
-    sock.sendall(iw.read_request(1, 0xC0FFEE, 0x40, 3000, c.stag, c.iova + src))
-    got = b""
-    deadline = time.monotonic() + IO_TIMEOUT
-    while True:
-        f = iw.read_fpdu(sock, deadline)
-        d = iw.Ddp(f.ulpdu)
-        say("hostile: from target: %s (markers %s)" % (d, [(p, m.hex()) for p, m in f.markers]))
-        expect(f.crc_ok, "the target's CRC (over its markers) is good")
-        expect(d.tagged and d.opcode == iw.OP_READ_RESP and d.stag == 0xC0FFEE and
-               d.to == 0x40 + len(got), "a Read Response to our sink")
-        got += d.payload
-        if d.last:
-            break
-    expect(got == bytes(MR_PATTERN(src + i) for i in range(3000)),
-           "the Read Response carries MR bytes [%d, %d)" % (src, src + 3000))
-    expect(sock.rx.markers - before >= 5, "the target put %d markers in its Read Response(s)" %
-           (sock.rx.markers - before))
+    _marked_read(sock, c)
     return Expect(None, mr=3000, rchanged=sum(lens),
                   wcs=tuple(r"WC wr_id=%d status=0 opcode=128 byte_len=%d " % (100 + i, n)
                             for i, n in enumerate(lens)))
+
+
+def r_markers_default(sock, c):
+    """Our Request asks for markers; the target runs with the default
+    UIWARP_MPA_MARKERS (1: honour a peer's M, RFC 5044 §7.1.2 leaves a
+    responder no reason to refuse what it can do): the Reply has no M, so
+    our FPDUs go without markers, and the target's carry them. A Send of 200
+    bytes lands; an RDMA Read of 3000 bytes comes back with a marker every
+    512 octets of the target's stream, each checked by iw.MarkedConn."""
+    sock.sendall(iw.fpdu(iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x41" * 200)))
+    _marked_read(sock, c)
+    return Expect(None, rchanged=200, wcs=(r"WC wr_id=100 status=0 opcode=128 byte_len=200 ",))
 
 
 def _markers_bad(which):
@@ -1678,6 +1699,7 @@ RULE_CASES = {
     "local_inv_fails": (r_local_inv_fails, "badinv", {}),
     "atomic_ird1_inflight": (_atomic_beyond_ird(), "big", {"ord_": 1, "rfc7306": True}),
     "markers_ok": (r_markers_ok, "", {"markers": True}),
+    "markers_default": (r_markers_default, "", {"markers": "peer"}),
     "markers_bad_ptr": (_markers_bad("payload"), "", {"markers": True}),
     "markers_bad_lead": (_markers_bad("lead"), "", {"markers": True}),
 }
@@ -1895,10 +1917,10 @@ def run(case, target_path):
     env = {}
     if conn_kw.get("rfc7306"):
         env["UIWARP_RFC7306"] = "1"
-    if conn_kw.get("markers"):
+    if conn_kw.get("markers") is True:
         env["UIWARP_MPA_MARKERS"] = "2"  # honour our M, ask for markers too
     if case == "mpa_markers":
-        env["UIWARP_MPA_MARKERS"] = "0"  # the default: markers refused
+        env["UIWARP_MPA_MARKERS"] = "0"  # configured off: markers refused
     tgt = Target(target_path, 20, 4000 if mpa else 20000, opts, env)
     sock = None
     try:

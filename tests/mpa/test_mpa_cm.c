@@ -351,8 +351,9 @@ static void test_reject_layout(void **state)
 	assert_memory_equal(got + 20, "no", 2);
 }
 
-/* A request asking for markers is answered with a reject (R, no M) and the
- * responder returns -EPROTO. */
+/* With markers configured off (UIWARP_MPA_MARKERS=0), a request asking for
+ * them is answered with a reject (R, no M) and the responder returns
+ * -EPROTO. */
 static void test_markers_request_rejected(void **state)
 {
 	struct conn *c = *state;
@@ -363,6 +364,7 @@ static void test_markers_request_rejected(void **state)
 	size_t n;
 
 	mpa_config_default(&cfg);
+	cfg.markers = false;
 	n = build_frame(frame, MPA_KEY_REQ, MPA_FLAG_MARKERS | MPA_FLAG_CRC | MPA_FLAG_ENHANCED, 2,
 			word, 4);
 	assert_int_equal(raw_write(c->rfd, frame, n), 0);
@@ -376,7 +378,9 @@ static void test_markers_request_rejected(void **state)
 	assert_int_equal(got[17], 2);
 }
 
-/* Our initiator never asks for markers; a reply with M is refused. */
+/* Our initiator never asks for markers; with markers configured off
+ * (UIWARP_MPA_MARKERS=0) a reply with M is refused (by default it is
+ * honoured: test_markers_negotiation). */
 static void test_markers_in_reply(void **state)
 {
 	struct conn *c = *state;
@@ -386,6 +390,7 @@ static void test_markers_in_reply(void **state)
 	size_t n;
 
 	mpa_config_default(&cfg);
+	cfg.markers = false;
 	cfg.timeout_ms = 2000;
 	n = build_frame(frame, MPA_KEY_REP, 0xd0, 2, word, 4);
 	assert_int_equal(raw_write(c->rfd, frame, n), 0);
@@ -919,6 +924,7 @@ static void test_markers_negotiation(void **state)
 		bool i_tx, i_rx;
 	} cases[] = {
 	    {true, true, true, false, 0, false, true},	      /* responder -> initiator */
+	    {true, false, true, false, 0, false, false},      /* the defaults, nobody asks */
 	    {true, false, true, true, 0, true, false},	      /* initiator -> responder */
 	    {true, true, true, true, 0, true, true},	      /* both ways */
 	    {false, false, true, false, 0, false, false},     /* nobody asks */
@@ -927,6 +933,12 @@ static void test_markers_negotiation(void **state)
 	};
 
 	(void)state;
+	/* the default (UIWARP_MPA_MARKERS=1) honours a peer's M and never
+	 * asks: the first two rows */
+	struct mpa_config def;
+	mpa_config_default(&def);
+	assert_true(def.markers);
+	assert_false(def.want_markers);
 	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		struct conn *c;
 		struct mpa_config cfg;
