@@ -7,6 +7,15 @@
 #   {rdma,tcp}_nommap   odd size, --no-mmap on both sides (sender: registered bounce buffer;
 #                       receiver: memory, file written at the end), small chunk and window
 #   {rdma,tcp}_killsend sender killed (SIGKILL) mid-transfer: receiver fails, removes DEST.part
+#   {rdma,tcp}_streams  --streams 4, 5 MiB + 777 bytes: identical copy; both final lines
+#                       state "streams 4", an rtt in ms and retransmitted segments (TCP_INFO
+#                       of the connections: uiwarp's own sockets over RDMA)
+#   {rdma,tcp}_resume   --resume, --streams 2, 81 chunks of 64 KiB: the sender dies after 20
+#                       completed chunks (--stop-after); DEST absent, DEST.part kept; the
+#                       restarted copy skips some chunks, sends the rest, result identical
+#   {rdma,tcp}_resumebad --resume with a DEST.part that equals SRC except one flipped byte in
+#                       chunk 5: exactly that chunk is sent (80 skipped), result identical;
+#                       then a DEST.part of another size: all 81 chunks sent
 set -u
 bin=$1 case=$2 port=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,13 +30,21 @@ kind=${case#*_}
 args=()
 [ "$mode" = tcp ] && args+=(--tcp)
 
+send_args=() # for the sender only (run-pair.sh --send-arg)
 run() { # SRC DEST TIMEOUT [extra args]: runs the pair, output in $work/out, status in $rc
-	local s=$1 d=$2 t=$3
+	local s=$1 d=$2 t=$3 sa=()
 	shift 3
+	for a in ${send_args[@]+"${send_args[@]}"}; do sa+=(--send-arg "$a"); done
 	timeout --foreground -k 5 $((t + 40)) "$pair" --bin "$bin" --port "$port" --timeout "$t" \
-		--logdir "$work" "$s" "$d" 127.0.0.1 -- "${args[@]}" "$@" >"$work/out" 2>"$work/err"
+		--logdir "$work" ${sa[@]+"${sa[@]}"} "$s" "$d" 127.0.0.1 -- ${args[@]+"${args[@]}"} \
+		"$@" >"$work/out" 2>"$work/err"
 	rc=$?
 	cat "$work/out"
+}
+
+# chunks_of FILE: "SENT SKIPPED" from the sender's final line in FILE
+chunks_of() {
+	sed -n 's/.*chunks sent \([0-9]*\) skipped \([0-9]*\).*/\1 \2/p' "$1"
 }
 
 case "$kind" in
@@ -97,6 +114,66 @@ killsend)
 	grep -q "connection lost\|connection closed by peer" "$work/recv.log" ||
 		fail "no clear error from the receiver"
 	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
+	;;
+streams)
+	size=$((5 * 1024 * 1024 + 777))
+	head -c $size /dev/urandom >"$work/src"
+	send_args=(--streams 4)
+	run "$work/src" "$work/dst" 30 --chunk 256k
+	[ "$rc" = 0 ] || { cat "$work/err" >&2; fail "transfer failed (exit $rc)"; }
+	cmp "$work/src" "$work/dst" || fail "copy differs"
+	[ -e "$work/dst.part" ] && fail "dst.part left behind"
+	grep -q "over 4 streams" "$work/recv.log" || fail "receiver did not take 4 streams"
+	for f in "$work/out" "$work/recv.out"; do
+		grep -Eq "streams 4, rtt [0-9.]+ ms, retrans [0-9]+ segments" "$f" ||
+			fail "no streams/rtt/retrans in the final line: $(cat "$f")"
+	done
+	grep -q "chunks sent 21 skipped 0" "$work/out" || fail "not 21 chunks sent: $(cat "$work/out")"
+	;;
+resume)
+	head -c $((5 * 1024 * 1024 + 777)) /dev/urandom >"$work/src" # 81 chunks of 64 KiB
+	send_args=(--streams 2 --stop-after 20)
+	run "$work/src" "$work/dst" 30 --resume --chunk 64k --window 2
+	[ "$rc" != 0 ] || fail "interrupted copy succeeded"
+	grep -q "stop-after 20: exiting" "$work/send.log" || fail "sender did not stop: $(cat "$work/send.log")"
+	grep -q "kept .*dst.part for --resume" "$work/recv.log" ||
+		fail "receiver did not keep dst.part: $(cat "$work/recv.log")"
+	[ -e "$work/dst" ] && fail "dst exists after the interrupted copy"
+	[ "$(stat -c %s "$work/dst.part")" = "$(stat -c %s "$work/src")" ] || fail "dst.part missing"
+	send_args=(--streams 2)
+	run "$work/src" "$work/dst" 30 --resume --chunk 64k
+	[ "$rc" = 0 ] || { cat "$work/err" >&2; fail "resumed transfer failed (exit $rc)"; }
+	cmp "$work/src" "$work/dst" || fail "copy differs"
+	[ -e "$work/dst.part" ] && fail "dst.part left behind"
+	read -r sent skipped < <(chunks_of "$work/out")
+	echo "resumed: sent $sent, skipped $skipped of 81"
+	[ "$((sent + skipped))" = 81 ] || fail "sent $sent + skipped $skipped != 81"
+	# 20 completed before the stop, plus what was on the wire then (RDMA: up to
+	# --window 2 Writes per stream; TCP: a chunk per stream in the socket)
+	[ "$skipped" -ge 1 ] && [ "$skipped" -le 26 ] || fail "skipped $skipped, expected 1..26"
+	grep -q "receiver holds $skipped of 81 chunks" "$work/send.log" || fail "no resume note"
+	;;
+resumebad)
+	head -c $((5 * 1024 * 1024 + 777)) /dev/urandom >"$work/src"
+	cp "$work/src" "$work/dst.part"
+	# flip one byte in chunk 5 (64 KiB chunks)
+	off=$((5 * 65536 + 1234))
+	b=$(od -An -tu1 -j $off -N1 "$work/src" | tr -d ' ')
+	printf "$(printf '\\%03o' $(((b + 1) % 256)))" |
+		dd of="$work/dst.part" bs=1 seek=$off conv=notrunc status=none
+	cmp -s "$work/src" "$work/dst.part" && fail "corruption did not take"
+	send_args=(--streams 2)
+	run "$work/src" "$work/dst" 30 --resume --chunk 64k
+	[ "$rc" = 0 ] || { cat "$work/err" >&2; fail "resumed transfer failed (exit $rc)"; }
+	cmp "$work/src" "$work/dst" || fail "copy differs"
+	[ "$(chunks_of "$work/out")" = "1 80" ] || fail "expected 1 sent, 80 skipped: $(cat "$work/out")"
+	# a DEST.part of another size is not reused
+	head -c 1000 /dev/urandom >"$work/dst.part"
+	rm -f "$work/dst"
+	run "$work/src" "$work/dst" 30 --resume --chunk 64k
+	[ "$rc" = 0 ] || { cat "$work/err" >&2; fail "transfer failed (exit $rc)"; }
+	cmp "$work/src" "$work/dst" || fail "copy differs"
+	[ "$(chunks_of "$work/out")" = "81 0" ] || fail "expected 81 sent: $(cat "$work/out")"
 	;;
 *)
 	fail "unknown case"
