@@ -923,10 +923,12 @@ static int listen_on(struct rconn *rc, const struct rep_opts *o)
 
 /* Sets up the connection of stream s from a CONNECT_REQUEST's id: a channel
  * of its own (rdma_migrate_id), QP, MR of dest's data, a receive for the
- * done; fills acc's rkey/addr. Returns 0, or an errno value for the reject
- * (message printed). */
+ * done; fills acc's rkey/addr. Only the first stream (first) may switch dest
+ * to an anonymous buffer when the mapping cannot be registered (later
+ * streams' peers already write into it). Returns 0, or an errno value for
+ * the reject (message printed). */
 static int rrecv_setup(struct rrecv *s, struct rdma_cm_id *id, struct rep_dest *dest,
-		       const struct rep_opts *o, struct rep_accept *acc)
+		       const struct rep_opts *o, struct rep_accept *acc, bool first)
 {
 	int r;
 
@@ -956,7 +958,7 @@ static int rrecv_setup(struct rrecv *s, struct rdma_cm_id *id, struct rep_dest *
 		int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
 		s->mr = ibv_reg_mr(s->rc.pd, dest->map, dest->size, access);
-		if (!s->mr && !dest->anon) {
+		if (!s->mr && !dest->anon && first) {
 			int e = errno;
 
 			if (rep_dest_use_anon(dest) == 0) {
@@ -1212,7 +1214,7 @@ int rep_rdma_recv(const struct rep_opts *o)
 			}
 		}
 		acc.chunk = htobe32(chunk);
-		r = rrecv_setup(&ss[i], id, &dest, o, &acc);
+		r = rrecv_setup(&ss[i], id, &dest, o, &acc, got == 0);
 		if (r) {
 			acc.status = htobe16(REP_ACCEPT_REGISTER);
 			acc.err = htobe32((uint32_t)r);
@@ -1232,7 +1234,9 @@ int rep_rdma_recv(const struct rep_opts *o)
 				"uiwarp-replicate: receiving %llu bytes into %s.part over %u "
 				"stream%s%s\n",
 				(unsigned long long)size, o->path, streams, streams == 1 ? "" : "s",
-				dest.resumed ? " (resuming)" : "");
+				dest.resumed && (be16toh(hello.flags) & REP_HELLO_RESUME)
+				    ? " (resuming)"
+				    : "");
 			fflush(stderr);
 			t0 = rep_now();
 		}

@@ -571,7 +571,9 @@ int rep_tcp_recv(const struct rep_opts *o)
 				"uiwarp-replicate: receiving %llu bytes into %s.part over %u "
 				"stream%s%s\n",
 				(unsigned long long)size, o->path, streams, streams == 1 ? "" : "s",
-				dest.resumed ? " (resuming)" : "");
+				dest.resumed && (be16toh(hello.flags) & REP_HELLO_RESUME)
+				    ? " (resuming)"
+				    : "");
 			fflush(stderr);
 			t0 = rep_now();
 		}

@@ -189,7 +189,7 @@ void rep_print_result(const struct rep_opts *o, const struct rep_stats *s)
 	double mib = s->seconds > 0 ? (double)s->bytes / s->seconds / (1024.0 * 1024.0) : 0;
 	double gbit = s->seconds > 0 ? (double)s->bytes * 8.0 / s->seconds / 1e9 : 0;
 
-	char verify[64] = "", chunks[96] = "", rtt[32] = "n/a", retr[48] = "n/a";
+	char verify[64] = "", chunks[96] = "", rtt[64] = "n/a", retr[48] = "n/a";
 
 	if (o->sender) {
 		snprintf(verify, sizeof(verify), " (+%.3f s checksum/sync on the receiver)",
@@ -198,7 +198,8 @@ void rep_print_result(const struct rep_opts *o, const struct rep_stats *s)
 			 (unsigned long long)s->chunks_sent, (unsigned long long)s->chunks_skipped);
 	}
 	if (s->tcp_socks > 0) {
-		snprintf(rtt, sizeof(rtt), "%.3f ms", s->rtt_ms);
+		snprintf(rtt, sizeof(rtt), "%.3f ms (%d connection%s)", s->rtt_ms, s->tcp_socks,
+			 s->tcp_socks == 1 ? "" : "s");
 		snprintf(retr, sizeof(retr), "%llu segments", (unsigned long long)s->retrans);
 	}
 	printf("uiwarp-replicate: %s %llu bytes in %.3f s: %.1f MiB/s (%.2f Gbit/s) over %s, "

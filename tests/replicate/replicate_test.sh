@@ -125,7 +125,7 @@ streams)
 	[ -e "$work/dst.part" ] && fail "dst.part left behind"
 	grep -q "over 4 streams" "$work/recv.log" || fail "receiver did not take 4 streams"
 	for f in "$work/out" "$work/recv.out"; do
-		grep -Eq "streams 4, rtt [0-9.]+ ms, retrans [0-9]+ segments" "$f" ||
+		grep -Eq "streams 4, rtt [0-9.]+ ms \(4 connections\), retrans [0-9]+ segments" "$f" ||
 			fail "no streams/rtt/retrans in the final line: $(cat "$f")"
 	done
 	grep -q "chunks sent 21 skipped 0" "$work/out" || fail "not 21 chunks sent: $(cat "$work/out")"
