@@ -1,5 +1,5 @@
 #!/bin/bash
-# One uiwarp-replicate case on 127.0.0.1: replicate_test.sh BIN CASE PORT
+# One uiwarp-replicate case on 127.0.0.1: replicate_test.sh BIN CASE SEED
 #   {rdma,tcp}_odd      3 MiB + 12345 bytes (not a multiple of the chunk): exit 0, identical copy
 #   {rdma,tcp}_empty    empty file: exit 0, empty DEST
 #   {rdma,tcp}_missing  missing SRC: sender fails before connecting, no DEST, no DEST.part
@@ -19,6 +19,10 @@
 set -u
 bin=$1 case=$2 port=$3
 here=$(cd "$(dirname "$0")" && pwd)
+# SEED (a number from CMake, distinct per case) seeds the pick of a port no socket uses
+# (tests/port.sh), so runs from other trees on this host do not collide.
+. "$here/../port.sh"
+port=$(uiw_free_port "$port")
 pair="$here/../../examples/replicate/run-pair.sh"
 work=$(mktemp -d /tmp/uiwarp-replicate-test.XXXXXX) || exit 1
 trap 'rm -rf "$work"' EXIT
