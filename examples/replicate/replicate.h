@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #define REP_MAGIC 0x55495752u /* "UIWR" */
@@ -276,11 +277,16 @@ bool rep_plan_next(struct rep_plan *p, uint64_t *off, uint32_t *len);
 /* Records a completed chunk of len bytes (and applies stop_after). Thread-safe. */
 void rep_plan_complete(struct rep_plan *p, uint32_t len);
 void rep_plan_free(struct rep_plan *p);
+/* pthread_create(t, NULL, fn, arg) with SIGINT/SIGTERM/SIGHUP blocked in the
+ * new thread, so they reach the main thread, which acts on rep_interrupted.
+ * Returns 0 or the error number (message printed). */
+int rep_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Runs the sender's streams: starts o->streams threads fn(args + i *
  * arg_size) (each takes chunks from p and, when it ends, decrements
  * p->running and sets p->stop if it failed), computes the whole-file CRC32c
  * of s into *crc meanwhile (unless p has it), draws prog from p->acked until
- * all ended, and joins them. Returns the number of threads started and run
+ * all ended (on SIGINT/SIGTERM/SIGHUP it sets p->stop), and joins them. Returns the number of
+ * threads started and run
  * (< o->streams when pthread_create failed: message printed); the caller
  * checks p->stop and its threads' errors. */
 uint32_t rep_run_streams(struct rep_plan *p, struct rep_src *s, const struct rep_opts *o,

@@ -408,6 +408,7 @@ static int tcp_listen(const struct rep_opts *o)
 /* One receiver stream: its socket, where the data goes, its done message. */
 struct tcp_rx {
 	int fd;
+	atomic_int *running; /* threads still reading; this one decrements it */
 	struct rep_dest *dest;
 	uint32_t chunk;
 	struct rep_done done;
@@ -416,9 +417,9 @@ struct tcp_rx {
 	bool proto;	/* bad chunk header */
 };
 
-static void *tcp_rx_thread(void *arg)
+/* Reads chunks (header, bytes into dest) until the end header, then the done. */
+static void tcp_rx_stream(struct tcp_rx *t)
 {
-	struct tcp_rx *t = arg;
 	struct rep_chunk_hdr h;
 
 	for (;;) {
@@ -427,7 +428,7 @@ static void *tcp_rx_thread(void *arg)
 
 		t->err = read_all(t->fd, &h, sizeof(h), NULL);
 		if (t->err)
-			return NULL;
+			return;
 		off = be64toh(h.off);
 		len = be32toh(h.len);
 		if (!len)
@@ -435,14 +436,22 @@ static void *tcp_rx_thread(void *arg)
 		if (len > t->chunk || off > t->dest->size || len > t->dest->size - off) {
 			t->proto = true;
 			t->err = -EPROTO;
-			return NULL;
+			return;
 		}
 		t->err = read_all(t->fd, (char *)t->dest->map + off, len, NULL);
 		if (t->err)
-			return NULL;
+			return;
 		t->bytes += len;
 	}
 	t->err = read_all(t->fd, &t->done, sizeof(t->done), NULL);
+}
+
+static void *tcp_rx_thread(void *arg)
+{
+	struct tcp_rx *t = arg;
+
+	tcp_rx_stream(t);
+	atomic_fetch_sub(t->running, 1);
 	return NULL;
 }
 
@@ -487,6 +496,7 @@ int rep_tcp_recv(const struct rep_opts *o)
 	struct rep_stats st = {0};
 	struct tcp_rx rx[REP_MAX_STREAMS];
 	pthread_t th[REP_MAX_STREAMS];
+	atomic_int running = 0;
 	uint64_t size = 0;
 	uint32_t crc, streams = 0, got = 0, nthr = 0, chunk = 0;
 	double t0 = 0, tv;
@@ -581,17 +591,25 @@ int rep_tcp_recv(const struct rep_opts *o)
 	close(lfd);
 	lfd = -1;
 
+	running = (int)streams;
 	for (; nthr < streams; nthr++) {
 		rx[nthr].dest = &dest;
 		rx[nthr].chunk = chunk;
 		rx[nthr].bytes = 0;
 		rx[nthr].err = 0;
 		rx[nthr].proto = false;
-		ret = pthread_create(&th[nthr], NULL, tcp_rx_thread, &rx[nthr]);
-		if (ret) {
-			rep_err("pthread_create: %s", strerror(ret));
+		rx[nthr].running = &running;
+		if (rep_thread_start(&th[nthr], tcp_rx_thread, &rx[nthr]))
 			goto fail;
+	}
+	/* Signals come here: end the streams so the threads return. */
+	while (atomic_load(&running) > 0) {
+		if (rep_interrupted) {
+			for (uint32_t i = 0; i < nthr; i++)
+				shutdown(rx[i].fd, SHUT_RDWR);
+			break;
 		}
+		usleep(20000);
 	}
 	ret = 0;
 	for (uint32_t i = 0; i < nthr; i++) {
@@ -600,7 +618,9 @@ int rep_tcp_recv(const struct rep_opts *o)
 			ret = rx[i].err;
 			rep_err("receiving failed on stream %u after %llu bytes: %s", i,
 				(unsigned long long)rx[i].bytes,
-				rx[i].proto ? "bad chunk header" : errstr(rx[i].err));
+				rep_interrupted ? "interrupted"
+				: rx[i].proto	? "bad chunk header"
+						: errstr(rx[i].err));
 		}
 	}
 	nthr = 0;

@@ -742,6 +742,23 @@ out:
 		closedir(dir);
 }
 
+int rep_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t block, old;
+	int r;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	r = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		rep_err("pthread_create: %s", strerror(r));
+	return r;
+}
+
 uint32_t rep_run_streams(struct rep_plan *p, struct rep_src *s, const struct rep_opts *o,
 			 struct rep_progress *prog, void *(*fn)(void *), void *args,
 			 size_t arg_size, uint32_t *crc)
@@ -752,9 +769,8 @@ uint32_t rep_run_streams(struct rep_plan *p, struct rep_src *s, const struct rep
 
 	atomic_store(&p->running, (int)o->streams);
 	for (; n < o->streams; n++) {
-		r = pthread_create(&th[n], NULL, fn, (char *)args + n * arg_size);
+		r = rep_thread_start(&th[n], fn, (char *)args + n * arg_size);
 		if (r) {
-			rep_err("pthread_create: %s", strerror(r));
 			atomic_store(&p->stop, 1);
 			atomic_fetch_sub(&p->running, (int)(o->streams - n));
 			break;
@@ -771,10 +787,18 @@ uint32_t rep_run_streams(struct rep_plan *p, struct rep_src *s, const struct rep
 		}
 	}
 	while (atomic_load(&p->running) > 0) {
+		if (rep_interrupted)
+			atomic_store(&p->stop, 1); /* the threads stop at their next chunk */
 		rep_progress_update(prog, atomic_load(&p->acked), false);
 		usleep(20000);
 	}
 	for (uint32_t i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
+	if (rep_interrupted) {
+		rep_progress_end(prog);
+		rep_err("interrupted after %llu of %llu bytes",
+			(unsigned long long)atomic_load(&p->acked),
+			(unsigned long long)p->todo_bytes);
+	}
 	return n;
 }
