@@ -7,6 +7,9 @@
 #   {rdma,tcp}_nommap   odd size, --no-mmap on both sides (sender: registered bounce buffer;
 #                       receiver: memory, file written at the end), small chunk and window
 #   {rdma,tcp}_killsend sender killed (SIGKILL) mid-transfer: receiver fails, removes DEST.part
+#   {rdma,tcp}_termrecv --streams 2, the sender stopped (SIGSTOP) mid-transfer, the receiver
+#                       gets SIGTERM: it exits within 5 s (not after its 20 s timeout),
+#                       removes DEST.part, says "interrupted"
 #   {rdma,tcp}_streams  --streams 4, 5 MiB + 777 bytes: identical copy; both final lines
 #                       state "streams 4", an rtt in ms and retransmitted segments (TCP_INFO
 #                       of the connections: uiwarp's own sockets over RDMA)
@@ -117,6 +120,31 @@ killsend)
 	[ "$rc" = 124 ] && fail "receiver did not notice the sender's death"
 	grep -q "connection lost\|connection closed by peer" "$work/recv.log" ||
 		fail "no clear error from the receiver"
+	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
+	;;
+termrecv)
+	truncate -s 1G "$work/src"
+	timeout --foreground -k 5 60 "$bin" recv --port "$port" --timeout 20 ${args[@]+"${args[@]}"} \
+		"$work/dst" >"$work/recv.out" 2>"$work/recv.log" &
+	rpid=$!
+	for _ in $(seq 250); do grep -q listening "$work/recv.log" && break; sleep 0.02; done
+	"$bin" send --port "$port" --window 1 --chunk 4k --streams 2 ${args[@]+"${args[@]}"} \
+		"$work/src" 127.0.0.1 >"$work/send.out" 2>"$work/send.log" &
+	spid=$!
+	trap 'kill -KILL $spid $rpid 2>/dev/null; rm -rf "$work"' EXIT
+	for _ in $(seq 500); do grep -q receiving "$work/recv.log" && break; sleep 0.02; done
+	grep -q "over 2 streams" "$work/recv.log" || fail "transfer did not start: $(cat "$work"/*.log)"
+	kill -STOP "$spid"
+	# the receiver's own pid is timeout's child
+	kill -TERM "$(pgrep -P "$rpid" -x uiwarp-replicate || echo "$rpid")"
+	for _ in $(seq 50); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$rpid" 2>/dev/null && fail "receiver still running 5 s after SIGTERM"
+	wait "$rpid"
+	rc=$?
+	kill -KILL "$spid" 2>/dev/null
+	cat "$work/recv.log"
+	[ "$rc" != 0 ] || fail "receiver succeeded"
+	grep -q "interrupted" "$work/recv.log" || fail "receiver did not say interrupted"
 	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
 	;;
 streams)
