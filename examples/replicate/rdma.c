@@ -768,6 +768,10 @@ int rep_rdma_send(const struct rep_opts *o)
 	nchunks = src.size ? (src.size + o->chunk - 1) / o->chunk : 0;
 	if (o->resume && nchunks <= REP_MAX_TABLE)
 		table_len = (uint32_t)(sizeof(struct rep_table) + nchunks * sizeof(uint32_t));
+	else if (o->resume)
+		rep_err("note: %llu chunks are more than --resume handles (%u): not resuming; "
+			"use a larger --chunk",
+			(unsigned long long)nchunks, REP_MAX_TABLE);
 	for (uint32_t i = 0; i < o->streams; i++)
 		if (rstream_open(&ss[i], o, &src, i, i == 0 ? table_len : 0))
 			goto out;

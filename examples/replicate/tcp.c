@@ -280,6 +280,10 @@ int rep_tcp_send(const struct rep_opts *o)
 		tx[i].fd = -1;
 	if (rep_src_open(&src, o->path, o->no_mmap) < 0)
 		return 1;
+	if (o->resume && (src.size + o->chunk - 1) / o->chunk > REP_MAX_TABLE)
+		rep_err("note: more than %u chunks: the receiver will not offer to resume; use a "
+			"larger --chunk",
+			REP_MAX_TABLE);
 	for (uint32_t i = 0; i < o->streams; i++) {
 		tx[i].fd = tcp_connect(o);
 		if (tx[i].fd < 0)
