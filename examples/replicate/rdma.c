@@ -1136,16 +1136,16 @@ static int rrecv_wait_done(struct rrecv *s, uint32_t i)
 int rep_rdma_recv(const struct rep_opts *o)
 {
 	struct rconn lrc = {0};
-	struct rrecv *ss = NULL;
+	struct rrecv ss[REP_MAX_STREAMS] = {0};
+	struct rep_rx rxs = {0};
 	struct rep_dest dest = {.fd = -1};
-	struct rep_hello hello, first = {0};
+	struct rep_hello hello;
 	struct rep_accept acc;
 	struct rep_stats st = {0};
 	struct rdma_cm_event *ev;
 	struct rctl *c0;
 	struct ibv_wc wc[4];
-	uint64_t size = 0;
-	uint32_t chunk = 0, crc, streams = 0, got = 0;
+	uint32_t crc;
 	double t0 = 0, tv;
 	int ret = 1, r, status, err;
 
@@ -1159,7 +1159,7 @@ int rep_rdma_recv(const struct rep_opts *o)
 
 	/* Stream 0's request first (the sender connects one after the other),
 	 * then the others; each wait bounded by --timeout. */
-	while (!streams || got < streams) {
+	while (!rxs.streams || rxs.got < rxs.streams) {
 		struct rdma_cm_id *id;
 		uint32_t i;
 
@@ -1167,7 +1167,7 @@ int rep_rdma_recv(const struct rep_opts *o)
 		if (r) {
 			if (r == -ETIMEDOUT)
 				rep_err("no sender connected within %d s (%u of %u streams)",
-					o->timeout, got, streams ? streams : 1);
+					o->timeout, rxs.got, rxs.streams ? rxs.streams : 1);
 			else
 				rep_err("waiting for a sender: %s", wait_str(r));
 			goto out;
@@ -1182,68 +1182,30 @@ int rep_rdma_recv(const struct rep_opts *o)
 			memcpy(&hello, ev->param.conn.private_data, sizeof(hello));
 		rdma_ack_cm_event(ev);
 
-		memset(&acc, 0, sizeof(acc));
-		acc.magic = htobe32(REP_MAGIC);
-		acc.version = htobe16(REP_VERSION);
-		i = be16toh(hello.stream);
-		if (!rep_hello_check(&hello, false, streams ? &first : NULL) ||
-		    (streams && ss[i].rc.id)) {
-			rep_err("rejected a connection that is not from uiwarp-replicate send of "
-				"this version, or not a stream of this transfer");
-			acc.status = htobe16(REP_ACCEPT_PROTO);
+		r = rep_rx_hello(&rxs, &hello, false, o, &dest, &acc);
+		if (r < 0) {
 			rdma_reject(id, &acc, sizeof(acc));
 			rdma_destroy_id(id);
-			if (!streams)
+			if (r == -2)
 				goto out;
 			continue;
 		}
-		if (!streams) {
-			first = hello;
-			streams = be16toh(hello.streams);
-			size = be64toh(hello.size);
-			chunk = be32toh(hello.chunk);
-			if (chunk < REP_MIN_CHUNK || chunk > REP_MAX_CHUNK)
-				chunk = REP_DEFAULT_CHUNK;
-			ss = calloc(streams, sizeof(*ss));
-			r = ss ? rep_dest_open(&dest, o->path, size, o->no_mmap, o->resume)
-			       : -ENOMEM;
-			if (r) {
-				rep_err("cannot write %s (%llu bytes): %s", o->path,
-					(unsigned long long)size, strerror(-r));
-				acc.status = htobe16(REP_ACCEPT_CREATE);
-				acc.err = htobe32((uint32_t)-r);
-				rdma_reject(id, &acc, sizeof(acc));
-				rdma_destroy_id(id);
-				goto out;
-			}
-		}
-		acc.chunk = htobe32(chunk);
-		r = rrecv_setup(&ss[i], id, &dest, o, &acc, got == 0);
+		i = (uint32_t)r;
+		r = rrecv_setup(&ss[i], id, &dest, o, &acc, rxs.got == 0);
 		if (r) {
 			acc.status = htobe16(REP_ACCEPT_REGISTER);
 			acc.err = htobe32((uint32_t)r);
 			rdma_reject(id, &acc, sizeof(acc));
-			if (!ss[i].rc.id)
-				rdma_destroy_id(id);
-			goto out;
+			goto out; /* ss[i] holds id now */
 		}
 		if (rrecv_accept(&ss[i], o, &acc))
 			goto out;
-		got++;
 		if (i == 0 && (be16toh(hello.flags) & REP_HELLO_RESUME) &&
-		    rrecv_send_table(&ss[0], &dest, chunk, o->timeout ? o->timeout : 0))
+		    rrecv_send_table(&ss[0], &dest, rxs.chunk, o->timeout))
 			goto out;
-		if (i == 0) {
-			fprintf(stderr,
-				"uiwarp-replicate: receiving %llu bytes into %s.part over %u "
-				"stream%s%s\n",
-				(unsigned long long)size, o->path, streams, streams == 1 ? "" : "s",
-				dest.resumed && (be16toh(hello.flags) & REP_HELLO_RESUME)
-				    ? " (resuming)"
-				    : "");
-			fflush(stderr);
+		rep_rx_accepted(&rxs, i, o, &dest);
+		if (i == 0)
 			t0 = rep_now();
-		}
 	}
 	/* All streams connected: stop listening. */
 	rdma_destroy_id(lrc.listen_id);
@@ -1252,15 +1214,15 @@ int rep_rdma_recv(const struct rep_opts *o)
 	/* The data arrives as one-sided Writes: nothing to see until the final
 	 * Sends, one per stream, each ordered behind its stream's Writes. Wait
 	 * as long as the connections live (a dead sender ends them). */
-	for (uint32_t i = 0; i < streams; i++)
+	for (uint32_t i = 0; i < rxs.streams; i++)
 		if (rrecv_wait_done(&ss[i], i))
 			goto out;
 	st.seconds = rep_now() - t0;
-	st.streams = streams;
+	st.streams = rxs.streams;
 	rep_tcp_info_scan(rdma_get_peer_addr(ss[0].rc.id), &st);
 
 	/* No more Writes may land while we verify. */
-	for (uint32_t i = 0; i < streams; i++) {
+	for (uint32_t i = 0; i < rxs.streams; i++) {
 		if (ss[i].mr) {
 			ibv_dereg_mr(ss[i].mr);
 			ss[i].mr = NULL;
@@ -1271,7 +1233,7 @@ int rep_rdma_recv(const struct rep_opts *o)
 	c0->result.magic = htobe32(REP_MAGIC);
 	c0->result.version = htobe16(REP_VERSION);
 	status = REP_RESULT_OK;
-	for (uint32_t i = 0; i < streams; i++)
+	for (uint32_t i = 0; i < rxs.streams; i++)
 		if (be32toh(ss[i].ctl->done.magic) != REP_MAGIC ||
 		    ss[i].done_len < sizeof(ss[i].ctl->done) ||
 		    ss[i].ctl->done.length != c0->done.length ||
@@ -1295,8 +1257,8 @@ int rep_rdma_recv(const struct rep_opts *o)
 		rep_err("%s: %s%s%s (length %llu, expected %llu; crc32c 0x%08x, expected 0x%08x); "
 			"removed %s.part",
 			o->path, rep_result_str(status), err ? ": " : "", err ? strerror(err) : "",
-			(unsigned long long)be64toh(c0->done.length), (unsigned long long)size, crc,
-			be32toh(c0->done.crc), o->path);
+			(unsigned long long)be64toh(c0->done.length), (unsigned long long)rxs.size,
+			crc, be32toh(c0->done.crc), o->path);
 
 	/* Tell the sender; best effort, our verdict stands either way. */
 	if (post_send(&ss[0].rc, WR_SEND_RESULT, &c0->result, sizeof(c0->result),
@@ -1317,15 +1279,14 @@ int rep_rdma_recv(const struct rep_opts *o)
 		}
 	}
 	if (status == REP_RESULT_OK) {
-		st.bytes = size;
+		st.bytes = rxs.size;
 		st.crc = crc;
 		rep_print_result(o, &st);
 		ret = 0;
 	}
 out:
-	for (uint32_t i = 0; ss && i < streams; i++)
+	for (uint32_t i = 0; i < rxs.streams; i++)
 		rrecv_close(&ss[i]);
-	free(ss);
 	rconn_destroy(&lrc);
 	if (ret && o->resume)
 		rep_dest_keep(&dest);

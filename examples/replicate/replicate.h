@@ -310,10 +310,33 @@ void rep_tcp_info_scan(const struct sockaddr *peer, struct rep_stats *s);
 int rep_answer_timeout(const struct rep_opts *o, uint64_t size);
 /* Receiver: checks the hello of a connection: magic, version, transport
  * (REP_HELLO_TCP set iff tcp), streams in 1..REP_MAX_STREAMS; for the first
- * connection (first NULL) that it is stream 0, for a later one that it has
+ * connection (first NULL) that it is stream 0 with a chunk size in
+ * REP_MIN_CHUNK..REP_MAX_CHUNK, for a later one that it has
  * first's size, chunk and streams and an index below streams (whether that
  * index is taken already is the caller's check). */
 bool rep_hello_check(const struct rep_hello *h, bool tcp, const struct rep_hello *first);
+
+/* Receiver's view of a transfer, from stream 0's hello on. */
+struct rep_rx {
+	struct rep_hello first; /* stream 0's hello */
+	uint32_t streams;	/* 0 until stream 0's hello was taken */
+	uint64_t size;		/* bytes */
+	uint32_t chunk;		/* bytes */
+	uint32_t got;		/* streams accepted */
+	bool taken[REP_MAX_STREAMS];
+};
+/* Takes the hello h of a new connection (tcp: a --tcp one): checks it
+ * (rep_hello_check, index not taken), fills *acc (magic, version, chunk;
+ * status and err when refused) and, for stream 0, opens dest
+ * (rep_dest_open with --no-mmap / --resume). Returns the stream index to
+ * accept (>= 0), -1 to refuse this connection with *acc and wait for the
+ * next, -2 to refuse it and give up (message printed for both). */
+int rep_rx_hello(struct rep_rx *rx, const struct rep_hello *h, bool tcp, const struct rep_opts *o,
+		 struct rep_dest *dest, struct rep_accept *acc);
+/* Stream i was accepted: counts it, and for stream 0 says on stderr that the
+ * data is coming (over how many streams, resuming or not). */
+void rep_rx_accepted(struct rep_rx *rx, uint32_t i, const struct rep_opts *o,
+		     const struct rep_dest *dest);
 /* Text for an enum rep_result_status. */
 const char *rep_result_str(int status);
 

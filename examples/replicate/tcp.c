@@ -493,7 +493,8 @@ static int tcp_send_table(int fd, const struct rep_dest *dest, uint32_t chunk)
 int rep_tcp_recv(const struct rep_opts *o)
 {
 	struct pollfd pfd;
-	struct rep_hello hello, first = {0};
+	struct rep_hello hello;
+	struct rep_rx rxs = {0};
 	struct rep_accept acc;
 	struct rep_result result;
 	struct rep_dest dest = {.fd = -1};
@@ -501,10 +502,9 @@ int rep_tcp_recv(const struct rep_opts *o)
 	struct tcp_rx rx[REP_MAX_STREAMS];
 	pthread_t th[REP_MAX_STREAMS];
 	atomic_int running = 0;
-	uint64_t size = 0;
-	uint32_t crc, streams = 0, got = 0, nthr = 0, chunk = 0;
+	uint32_t crc, nthr = 0;
 	double t0 = 0, tv;
-	int lfd, ret, status, err, fail = 1;
+	int lfd, ret, r, status, err, fail = 1;
 
 	for (uint32_t i = 0; i < REP_MAX_STREAMS; i++)
 		rx[i].fd = -1;
@@ -512,7 +512,7 @@ int rep_tcp_recv(const struct rep_opts *o)
 	if (lfd < 0)
 		return 1;
 	/* Stream 0 first (the sender connects one after the other), then the rest. */
-	while (!streams || got < streams) {
+	while (!rxs.streams || rxs.got < rxs.streams) {
 		uint32_t i;
 		int fd;
 
@@ -521,7 +521,7 @@ int rep_tcp_recv(const struct rep_opts *o)
 		if (ret <= 0) {
 			if (ret == 0)
 				rep_err("no sender connected within %d s (%u of %u streams)",
-					o->timeout, got, streams ? streams : 1);
+					o->timeout, rxs.got, rxs.streams ? rxs.streams : 1);
 			else
 				rep_err("waiting for a sender: %s",
 					rep_interrupted ? "interrupted" : strerror(errno));
@@ -539,66 +539,34 @@ int rep_tcp_recv(const struct rep_opts *o)
 			close(fd);
 			goto fail;
 		}
-		memset(&acc, 0, sizeof(acc));
-		acc.magic = htobe32(REP_MAGIC);
-		acc.version = htobe16(REP_VERSION);
-		i = be16toh(hello.stream);
-		if (!rep_hello_check(&hello, true, streams ? &first : NULL) ||
-		    (streams && rx[i].fd >= 0)) {
-			rep_err("bad hello from the sender (not uiwarp-replicate --tcp of this "
-				"version, or not a stream of this transfer)");
-			acc.status = htobe16(REP_ACCEPT_PROTO);
+		r = rep_rx_hello(&rxs, &hello, true, o, &dest, &acc);
+		if (r < 0) {
 			write_all(fd, &acc, sizeof(acc));
 			close(fd);
-			if (!streams)
+			if (r == -2)
 				goto fail;
 			continue;
 		}
-		if (!streams) {
-			first = hello;
-			streams = be16toh(hello.streams);
-			size = be64toh(hello.size);
-			chunk = be32toh(hello.chunk);
-			ret = rep_dest_open(&dest, o->path, size, o->no_mmap, o->resume);
-			if (ret) {
-				rep_err("cannot write %s (%llu bytes): %s", o->path,
-					(unsigned long long)size, strerror(-ret));
-				acc.status = htobe16(REP_ACCEPT_CREATE);
-				acc.err = htobe32((uint32_t)-ret);
-				write_all(fd, &acc, sizeof(acc));
-				close(fd);
-				goto fail;
-			}
-		}
+		i = (uint32_t)r;
 		rx[i].fd = fd;
-		got++;
-		acc.chunk = hello.chunk;
 		ret = write_all(fd, &acc, sizeof(acc));
 		if (!ret && i == 0 && (be16toh(hello.flags) & REP_HELLO_RESUME))
-			ret = tcp_send_table(fd, &dest, chunk);
+			ret = tcp_send_table(fd, &dest, rxs.chunk);
 		if (ret) {
 			rep_err("sending the accept failed: %s", errstr(ret));
 			goto fail;
 		}
-		if (i == 0) {
-			fprintf(stderr,
-				"uiwarp-replicate: receiving %llu bytes into %s.part over %u "
-				"stream%s%s\n",
-				(unsigned long long)size, o->path, streams, streams == 1 ? "" : "s",
-				dest.resumed && (be16toh(hello.flags) & REP_HELLO_RESUME)
-				    ? " (resuming)"
-				    : "");
-			fflush(stderr);
+		rep_rx_accepted(&rxs, i, o, &dest);
+		if (i == 0)
 			t0 = rep_now();
-		}
 	}
 	close(lfd);
 	lfd = -1;
 
-	running = (int)streams;
-	for (; nthr < streams; nthr++) {
+	running = (int)rxs.streams;
+	for (; nthr < rxs.streams; nthr++) {
 		rx[nthr].dest = &dest;
-		rx[nthr].chunk = chunk;
+		rx[nthr].chunk = rxs.chunk;
 		rx[nthr].bytes = 0;
 		rx[nthr].err = 0;
 		rx[nthr].proto = false;
@@ -634,7 +602,7 @@ int rep_tcp_recv(const struct rep_opts *o)
 	memset(&result, 0, sizeof(result));
 	result.magic = htobe32(REP_MAGIC);
 	result.version = htobe16(REP_VERSION);
-	for (uint32_t i = 0; i < streams; i++) {
+	for (uint32_t i = 0; i < rxs.streams; i++) {
 		if (be32toh(rx[i].done.magic) != REP_MAGIC ||
 		    rx[i].done.length != rx[0].done.length || rx[i].done.crc != rx[0].done.crc) {
 			rep_err("bad final message from the sender on stream %u", i);
@@ -650,21 +618,21 @@ int rep_tcp_recv(const struct rep_opts *o)
 	result.err = htobe32((uint32_t)err);
 	result.crc = htobe32(crc);
 	result.verify_us = htobe64((uint64_t)((rep_now() - tv) * 1e6));
-	st.streams = streams;
-	for (uint32_t i = 0; i < streams; i++)
+	st.streams = rxs.streams;
+	for (uint32_t i = 0; i < rxs.streams; i++)
 		rep_tcp_info_add(rx[i].fd, &st);
 	ret = write_all(rx[0].fd, &result, sizeof(result));
 	if (status != REP_RESULT_OK) {
 		rep_err("%s: %s%s%s (length %llu, expected %llu; crc32c 0x%08x, expected 0x%08x); "
 			"removed %s.part",
 			o->path, rep_result_str(status), err ? ": " : "", err ? strerror(err) : "",
-			(unsigned long long)be64toh(rx[0].done.length), (unsigned long long)size,
-			crc, be32toh(rx[0].done.crc), o->path);
+			(unsigned long long)be64toh(rx[0].done.length),
+			(unsigned long long)rxs.size, crc, be32toh(rx[0].done.crc), o->path);
 		goto fail;
 	}
 	if (ret)
 		rep_err("warning: could not send the result to the sender: %s", errstr(ret));
-	st.bytes = size;
+	st.bytes = rxs.size;
 	st.crc = crc;
 	rep_print_result(o, &st);
 	fail = 0;

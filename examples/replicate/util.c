@@ -228,9 +228,59 @@ bool rep_hello_check(const struct rep_hello *h, bool tcp, const struct rep_hello
 	    !!(be16toh(h->flags) & REP_HELLO_TCP) != tcp || n < 1 || n > REP_MAX_STREAMS)
 		return false;
 	if (!first)
-		return i == 0;
+		return i == 0 && be32toh(h->chunk) >= REP_MIN_CHUNK &&
+		       be32toh(h->chunk) <= REP_MAX_CHUNK;
 	return i < n && h->size == first->size && h->chunk == first->chunk &&
 	       h->streams == first->streams;
+}
+
+int rep_rx_hello(struct rep_rx *rx, const struct rep_hello *h, bool tcp, const struct rep_opts *o,
+		 struct rep_dest *dest, struct rep_accept *acc)
+{
+	uint32_t i = be16toh(h->stream);
+	int r;
+
+	memset(acc, 0, sizeof(*acc));
+	acc->magic = htobe32(REP_MAGIC);
+	acc->version = htobe16(REP_VERSION);
+	if (!rep_hello_check(h, tcp, rx->streams ? &rx->first : NULL) ||
+	    (rx->streams && rx->taken[i])) {
+		rep_err("refused a connection that is not from uiwarp-replicate send%s of this "
+			"version, or not a stream of this transfer",
+			tcp ? " --tcp" : "");
+		acc->status = htobe16(REP_ACCEPT_PROTO);
+		return rx->streams ? -1 : -2;
+	}
+	if (!rx->streams) {
+		rx->first = *h;
+		rx->streams = be16toh(h->streams);
+		rx->size = be64toh(h->size);
+		rx->chunk = be32toh(h->chunk);
+		r = rep_dest_open(dest, o->path, rx->size, o->no_mmap, o->resume);
+		if (r) {
+			rep_err("cannot write %s (%llu bytes): %s", o->path,
+				(unsigned long long)rx->size, strerror(-r));
+			acc->status = htobe16(REP_ACCEPT_CREATE);
+			acc->err = htobe32((uint32_t)-r);
+			return -2;
+		}
+	}
+	acc->chunk = htobe32(rx->chunk);
+	return (int)i;
+}
+
+void rep_rx_accepted(struct rep_rx *rx, uint32_t i, const struct rep_opts *o,
+		     const struct rep_dest *dest)
+{
+	rx->taken[i] = true;
+	rx->got++;
+	if (i != 0)
+		return;
+	fprintf(stderr, "uiwarp-replicate: receiving %llu bytes into %s.part over %u stream%s%s\n",
+		(unsigned long long)rx->size, o->path, rx->streams, rx->streams == 1 ? "" : "s",
+		dest->resumed && (be16toh(rx->first.flags) & REP_HELLO_RESUME) ? " (resuming)"
+									       : "");
+	fflush(stderr);
 }
 
 const char *rep_result_str(int status)
