@@ -792,6 +792,13 @@ int rep_rdma_send(const struct rep_opts *o)
 		for (uint64_t k = 0; k < count; k++)
 			table[k] = be32toh(table[k]);
 	}
+	for (uint32_t i = 1; i < o->streams; i++) {
+		if (ss[i].chunk != ss[0].chunk) {
+			/* Bounce slots and the plan are sized by one chunk size. */
+			rep_err("the receiver agreed to different chunk sizes on its streams");
+			goto out;
+		}
+	}
 	if (ss[0].chunk != o->chunk && count) {
 		rep_err("the receiver changed the chunk size: not resuming");
 		count = 0;
