@@ -14,7 +14,10 @@
 #              0.5 % loss each way: RDMA and --tcp each copy 16 MiB, the copies
 #              equal the source, and the sender's final line states "streams
 #              4", an rtt of at least 15 ms over 4 connections and more than 0
-#              retransmitted segments (TCP_INFO of the 4 connections)
+#              retransmitted segments (TCP_INFO of the 4 connections); then
+#              --resume: a sender that dies after 6 of 64 chunks leaves
+#              dst.part (no dst), and the restarted copy sends only part of
+#              the chunks and ends identical
 # Env: UIW_BUILD, UIW_SRC. Root, iptables and uiwarp-wan-delay, else 77.
 set -u
 MODE=${1:-check}
@@ -104,7 +107,8 @@ copy() {
 	PIDS+=("$rp")
 	sleep 0.5
 	ip netns exec "$NAME-b" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" send "${flag[@]}" \
-		${sflag[@]+"${sflag[@]}"} --port "$port" --quiet --timeout 120 "$src" 198.51.100.1 >"$TMP/send$port.out" 2>&1 ||
+		${sflag[@]+"${sflag[@]}"} --port "$port" --quiet --timeout 120 "$src" 198.51.100.1 \
+		>"$TMP/send$port.out" 2>&1 ||
 		{
 			cat "$TMP/send$port.out" "$TMP/recv$port.out" >&2
 			fail "copy ${flag[*]} failed"
@@ -155,6 +159,29 @@ streams)
 		awk -v r="$rtt" 'BEGIN { exit !(r >= 15) }' || fail "rtt $rtt ms below the path's 20 ms"
 		[ "$retrans" -gt 0 ] || fail "no retransmitted segments reported under 0.5 % loss"
 	done
+	# --resume over the path: the sender dies after 6 of 64 chunks (--stop-after),
+	# the receiver keeps dst.part, the restarted copy skips what arrived intact
+	dst=$TMP/dst24031.bin
+	ip netns exec "$NAME-a" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" recv --resume \
+		--bind 198.51.100.1 --port 24031 --timeout 60 "$dst" >"$TMP/recv24031.out" 2>&1 &
+	rp=$!
+	PIDS+=("$rp")
+	sleep 0.5
+	ip netns exec "$NAME-b" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" send --resume \
+		--streams 4 --chunk 256k --window 2 --stop-after 6 --port 24031 --quiet --timeout 60 "$TMP/src.bin" \
+		198.51.100.1 >"$TMP/send24031.out" 2>&1
+	src_rc=$?
+	wait "$rp"
+	[ "$src_rc" = 3 ] || fail "sender with --stop-after 6 exited $src_rc: $(cat "$TMP/send24031.out")"
+	[ -e "$dst" ] && fail "$dst exists after the interrupted copy"
+	[ -e "$dst.part" ] || fail "no dst.part kept: $(cat "$TMP/recv24031.out")"
+	# copy() reuses $dst (its name comes from the port) and checks the result
+	r=$(copy --resume 16 24031 --streams 4 --chunk 256k) || exit 1
+	line=$(grep 'sent 16777216 bytes' "$TMP/send24031.out")
+	log "resumed after --stop-after 6: $r MiB/s; ${line#*; }"
+	read -r sent skipped < <(sed -n 's/.*chunks sent \([0-9]*\) skipped \([0-9]*\).*/\1 \2/p' <<<"$line")
+	[ "$((sent + skipped))" = 64 ] && [ "$skipped" -ge 1 ] && [ "$sent" -ge 1 ] ||
+		fail "resume sent ${sent:-?} and skipped ${skipped:-?} of 64 chunks"
 	;;
 *) fail "unknown mode $MODE" ;;
 esac
