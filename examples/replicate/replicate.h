@@ -274,8 +274,10 @@ int rep_plan_init(struct rep_plan *p, struct rep_src *s, const struct rep_opts *
 /* Takes the next chunk to send: *off (bytes) and *len (bytes, > 0). False
  * when none is left or a stream failed. Thread-safe. */
 bool rep_plan_next(struct rep_plan *p, uint64_t *off, uint32_t *len);
-/* Records a completed chunk of len bytes (and applies stop_after). Thread-safe. */
+/* Records a completed chunk of len bytes (RDMA: its Write completed; TCP: its
+ * bytes are in the socket) and applies stop_after. Thread-safe. */
 void rep_plan_complete(struct rep_plan *p, uint32_t len);
+/* Frees p's chunk list (after its threads ended). Safe to call twice. */
 void rep_plan_free(struct rep_plan *p);
 /* pthread_create(t, NULL, fn, arg) with SIGINT/SIGTERM/SIGHUP blocked in the
  * new thread, so they reach the main thread, which acts on rep_interrupted.
