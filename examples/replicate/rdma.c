@@ -1140,6 +1140,38 @@ static int rrecv_wait_done(struct rrecv *s, uint32_t i)
 	return 0;
 }
 
+/* Waits up to timeout seconds (0 = none) for the next CM event on the
+ * listening channel lrc, looking every second whether one of the n streams
+ * in ss already connected has ended (a sender that failed to set up a later
+ * stream). Returns 0 with *ev (caller acks), -ECONNRESET when a stream
+ * ended, or get_cm_event's error. */
+static int next_request(struct rconn *lrc, struct rrecv *ss, uint32_t n, int timeout,
+			struct rdma_cm_event **ev)
+{
+	double deadline = deadline_in(timeout);
+
+	for (;;) {
+		int r = get_cm_event(lrc, 1, ev);
+
+		if (r != -ETIMEDOUT)
+			return r;
+		for (uint32_t k = 0; k < n; k++) {
+			struct rdma_cm_event *e;
+			struct pollfd pfd;
+
+			if (!ss[k].rc.connected)
+				continue;
+			pfd = (struct pollfd){.fd = ss[k].rc.ech->fd, .events = POLLIN};
+			if (poll(&pfd, 1, 0) == 1 && rdma_get_cm_event(ss[k].rc.ech, &e) == 0)
+				note_cm_event(&ss[k].rc, e);
+			if (ss[k].rc.disconnected)
+				return -ECONNRESET;
+		}
+		if (deadline && rep_now() >= deadline)
+			return -ETIMEDOUT;
+	}
+}
+
 int rep_rdma_recv(const struct rep_opts *o)
 {
 	struct rconn lrc = {0};
@@ -1170,9 +1202,12 @@ int rep_rdma_recv(const struct rep_opts *o)
 		struct rdma_cm_id *id;
 		uint32_t i;
 
-		r = get_cm_event(&lrc, o->timeout, &ev);
+		r = next_request(&lrc, ss, rxs.streams, o->timeout, &ev);
 		if (r) {
-			if (r == -ETIMEDOUT)
+			if (r == -ECONNRESET)
+				rep_err("the sender closed a stream before all %u were connected",
+					rxs.streams);
+			else if (r == -ETIMEDOUT)
 				rep_err("no sender connected within %d s (%u of %u streams)",
 					o->timeout, rxs.got, rxs.streams ? rxs.streams : 1);
 			else

@@ -490,9 +490,32 @@ static int tcp_send_table(int fd, const struct rep_dest *dest, uint32_t chunk)
 	return ret;
 }
 
+/* Waits up to timeout seconds (0 = none) for a connection on lfd, watching
+ * the n streams of rx accepted so far: the sender sends nothing on them until
+ * all are connected, so one that turns readable was closed (a sender that
+ * failed to set up a later stream). Returns 1 when lfd is ready, 0 on
+ * timeout, -ECONNRESET when a stream was closed, -1 with errno. */
+static int wait_listen(int lfd, const struct tcp_rx *rx, uint32_t n, int timeout)
+{
+	struct pollfd pfd[1 + REP_MAX_STREAMS];
+	uint32_t np = 0;
+	int r;
+
+	pfd[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
+	for (uint32_t k = 0; k < n; k++)
+		if (rx[k].fd >= 0)
+			pfd[np++] = (struct pollfd){.fd = rx[k].fd, .events = POLLIN | POLLRDHUP};
+	r = poll(pfd, np, timeout ? timeout * 1000 : -1);
+	if (r <= 0)
+		return r;
+	for (uint32_t k = 1; k < np; k++)
+		if (pfd[k].revents)
+			return -ECONNRESET;
+	return 1;
+}
+
 int rep_tcp_recv(const struct rep_opts *o)
 {
-	struct pollfd pfd;
 	struct rep_hello hello;
 	struct rep_rx rxs = {0};
 	struct rep_accept acc;
@@ -516,10 +539,12 @@ int rep_tcp_recv(const struct rep_opts *o)
 		uint32_t i;
 		int fd;
 
-		pfd = (struct pollfd){.fd = lfd, .events = POLLIN};
-		ret = poll(&pfd, 1, o->timeout ? o->timeout * 1000 : -1);
+		ret = wait_listen(lfd, rx, rxs.streams, o->timeout);
 		if (ret <= 0) {
-			if (ret == 0)
+			if (ret == -ECONNRESET)
+				rep_err("the sender closed a stream before all %u were connected",
+					rxs.streams);
+			else if (ret == 0)
 				rep_err("no sender connected within %d s (%u of %u streams)",
 					o->timeout, rxs.got, rxs.streams ? rxs.streams : 1);
 			else
