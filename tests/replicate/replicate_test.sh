@@ -10,6 +10,9 @@
 #   {rdma,tcp}_termrecv --streams 2, the sender stopped (SIGSTOP) mid-transfer, the receiver
 #                       gets SIGTERM: it exits within 5 s (not after its 20 s timeout),
 #                       removes DEST.part, says "interrupted"
+#   tcp_halfopen        a fake sender announces 2 streams, opens stream 0 and closes it:
+#                       the receiver fails at once ("closed a stream before all 2 were
+#                       connected"), not after its 20 s timeout, and leaves no dst.part
 #   {rdma,tcp}_streams  --streams 4, 5 MiB + 777 bytes: identical copy; both final lines
 #                       state "streams 4", an rtt in ms and retransmitted segments (TCP_INFO
 #                       of the connections: uiwarp's own sockets over RDMA)
@@ -146,6 +149,37 @@ termrecv)
 	[ "$rc" != 0 ] || fail "receiver succeeded"
 	grep -q "interrupted" "$work/recv.log" || fail "receiver did not say interrupted"
 	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
+	;;
+halfopen)
+	[ "$mode" = tcp ] || fail "tcp only"
+	timeout --foreground -k 5 60 "$bin" recv --port "$port" --timeout 20 --tcp "$work/dst" \
+		>"$work/recv.out" 2>"$work/recv.log" &
+	rpid=$!
+	for _ in $(seq 250); do grep -q listening "$work/recv.log" && break; sleep 0.02; done
+	# hello (replicate.h, version 2): magic, version, flags TCP, size, chunk, streams 2, stream 0
+	python3 - "$port" <<'EOF' || fail "fake sender failed"
+import socket, struct, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c.sendall(struct.pack(">IHHQIHH", 0x55495752, 2, 1, 1 << 20, 1 << 20, 2, 0))
+acc = b""
+while len(acc) < 32:
+    b = c.recv(32 - len(acc))
+    if not b:
+        sys.exit("no accept")
+    acc += b
+assert struct.unpack(">IHH", acc[:8]) == (0x55495752, 2, 0), acc
+c.close()
+EOF
+	t0=$SECONDS
+	for _ in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$rpid" 2>/dev/null && { kill -KILL "$rpid"; fail "receiver still waiting 10 s later"; }
+	wait "$rpid"
+	rc=$?
+	cat "$work/recv.log"
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "receiver exit $rc"
+	grep -q "closed a stream before all 2 were connected" "$work/recv.log" || fail "no clear error"
+	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
+	echo "receiver out $((SECONDS - t0)) s after the close"
 	;;
 streams)
 	size=$((5 * 1024 * 1024 + 777))
