@@ -13,6 +13,9 @@
 #   tcp_halfopen        a fake sender announces 2 streams, opens stream 0 and closes it:
 #                       the receiver fails at once ("closed a stream before all 2 were
 #                       connected"), not after its 20 s timeout, and leaves no dst.part
+#   rdma_halfopen       --streams 8, the sender killed as soon as stream 0 is accepted (often
+#                       before the other 7 connect): the receiver is out within 5 s (not
+#                       after its 20 s timeout), leaves no dst.part
 #   {rdma,tcp}_streams  --streams 4, 5 MiB + 777 bytes: identical copy; both final lines
 #                       state "streams 4", an rtt in ms and retransmitted segments (TCP_INFO
 #                       of the connections: uiwarp's own sockets over RDMA)
@@ -151,7 +154,28 @@ termrecv)
 	[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
 	;;
 halfopen)
-	[ "$mode" = tcp ] || fail "tcp only"
+	if [ "$mode" = rdma ]; then
+		truncate -s 1G "$work/src"
+		timeout --foreground -k 5 60 "$bin" recv --port "$port" --timeout 20 "$work/dst" \
+			>"$work/recv.out" 2>"$work/recv.log" &
+		rpid=$!
+		for _ in $(seq 250); do grep -q listening "$work/recv.log" && break; sleep 0.02; done
+		"$bin" send --port "$port" --streams 8 "$work/src" 127.0.0.1 >"$work/send.out" \
+			2>"$work/send.log" &
+		spid=$!
+		trap 'kill -KILL $spid $rpid 2>/dev/null; rm -rf "$work"' EXIT
+		for _ in $(seq 2000); do grep -q receiving "$work/recv.log" && break; sleep 0.001; done
+		kill -KILL "$spid"
+		for _ in $(seq 50); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$rpid" 2>/dev/null && fail "receiver still waiting 5 s after the sender died"
+		wait "$rpid"
+		rc=$?
+		cat "$work/recv.log"
+		[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "receiver exit $rc"
+		[ -e "$work/dst" ] || [ -e "$work/dst.part" ] && fail "dst or dst.part left behind"
+		echo "PASS [$case]"
+		exit 0
+	fi
 	timeout --foreground -k 5 60 "$bin" recv --port "$port" --timeout 20 --tcp "$work/dst" \
 		>"$work/recv.out" 2>"$work/recv.log" &
 	rpid=$!
