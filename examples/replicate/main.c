@@ -19,8 +19,14 @@ static void usage(FILE *f)
 		"  -p, --port PORT     TCP / RDMA CM port (default %d)\n"
 		"  -b, --bind ADDR     recv: local address to listen on (default any)\n"
 		"  -c, --chunk SIZE    send: bytes per RDMA Write, e.g. 256k, 1M (default 1M)\n"
-		"  -w, --window N      send: outstanding writes (default %d)\n"
-		"      --tcp           copy over a plain TCP socket instead (both sides)\n"
+		"  -w, --window N      send: outstanding writes per stream (default %d)\n"
+		"  -s, --streams N     send: stripe the file over N connections (N QPs, or N\n"
+		"                      TCP sockets with --tcp), 1..%d (default 1); the\n"
+		"                      receiver accepts as many as the sender asks for\n"
+		"  -r, --resume        both sides: the receiver keeps DEST.part when a copy\n"
+		"                      fails, and a restarted copy sends only the chunks whose\n"
+		"                      CRC32c differs from what DEST.part holds (same --chunk)\n"
+		"      --tcp           copy over plain TCP sockets instead (both sides)\n"
 		"      --no-mmap       send: read SRC through a registered buffer instead of\n"
 		"                      registering a mapping of it; recv: receive into memory\n"
 		"                      and write DEST at the end instead of into a mapping\n"
@@ -28,11 +34,13 @@ static void usage(FILE *f)
 		"                      completion, the answer (plus 1 s per 64 MiB) (default %d;\n"
 		"                      0 = none); over RDMA the receiver then waits for the data\n"
 		"                      as long as the connection lasts\n"
-		"  -q, --quiet         no progress bar\n"
+		"  -q, --quiet         no progress bar (the bar shows rate and ETA)\n"
+		"      --stop-after K  send, for tests: exit with status 3 once K chunks\n"
+		"                      completed, as a sender that dies mid-copy\n"
 		"  -h, --help\n"
 		"\n"
 		"Exit status 0 only when the receiver verified the copy.\n",
-		REP_DEFAULT_PORT, REP_DEFAULT_WINDOW, REP_DEFAULT_TIMEOUT);
+		REP_DEFAULT_PORT, REP_DEFAULT_WINDOW, REP_MAX_STREAMS, REP_DEFAULT_TIMEOUT);
 }
 
 static int parse(int argc, char **argv, struct rep_opts *o)
@@ -44,6 +52,9 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 		{"chunk", required_argument, NULL, 'c'},
 		{"window", required_argument, NULL, 'w'},
 		{"timeout", required_argument, NULL, 't'},
+		{"streams", required_argument, NULL, 's'},
+		{"resume", no_argument, NULL, 'r'},
+		{"stop-after", required_argument, NULL, 'S'},
 		{"tcp", no_argument, NULL, 'T'},
 		{"no-mmap", no_argument, NULL, 'M'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -63,6 +74,7 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 	o->chunk = REP_DEFAULT_CHUNK;
 	o->window = REP_DEFAULT_WINDOW;
 	o->timeout = REP_DEFAULT_TIMEOUT;
+	o->streams = 1;
 
 	if (argc < 2) {
 		usage(stderr);
@@ -81,7 +93,7 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 	}
 	argc--;
 	argv++;
-	while ((c = getopt_long(argc, argv, "p:b:c:w:t:qh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:b:c:w:t:s:rqh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			l = strtol(optarg, &end, 10);
@@ -117,6 +129,24 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 			}
 			o->timeout = (int)l;
 			break;
+		case 's':
+			l = strtol(optarg, &end, 10);
+			if (*end || l < 1 || l > REP_MAX_STREAMS) {
+				rep_err("bad streams '%s' (1..%d)", optarg, REP_MAX_STREAMS);
+				return 2;
+			}
+			o->streams = (uint32_t)l;
+			break;
+		case 'r':
+			o->resume = true;
+			break;
+		case 'S': /* tests only: simulate a sender that dies mid-copy */
+			if (!rep_parse_size(optarg, &v) || v == 0) {
+				rep_err("bad --stop-after '%s'", optarg);
+				return 2;
+			}
+			o->stop_after = v;
+			break;
 		case 'T':
 			o->tcp = true;
 			break;
@@ -147,6 +177,11 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 		o->path = argv[optind];
 		o->host = argv[optind + 1];
 	} else {
+		if (o->streams != 1 || o->stop_after) {
+			rep_err("--streams and --stop-after are for send (the receiver takes the "
+				"sender's stream count)");
+			return 2;
+		}
 		if (argc - optind != 1) {
 			rep_err("recv needs DEST");
 			usage(stderr);

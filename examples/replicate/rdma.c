@@ -1,6 +1,11 @@
 /* uiwarp-replicate over RDMA: standard libibverbs + librdmacm only, so it runs
  * over uiwarp's drop-in libraries or over real RDMA hardware.
  *
+ * With --streams N the sender opens N connections (one QP each, one thread
+ * each) and the steps below run on each; the chunks are handed out to the
+ * streams one by one, every stream sends its own done, and the receiver
+ * answers on stream 0 once all N arrived.
+ *
  * Sender: resolve address and route, create QP, rdma_connect with the hello
  * (file size) as private data; the receiver accepts with {addr, rkey, chunk}
  * of its mapped DEST.part. The sender pushes the file with signaled RDMA
@@ -14,6 +19,8 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,12 +287,14 @@ static void say_bye(struct rconn *rc)
 #define WR_SEND_DONE UINT64_MAX
 #define WR_RECV (UINT64_MAX - 1)
 #define WR_SEND_RESULT (UINT64_MAX - 2)
+#define WR_RECV_TABLE (UINT64_MAX - 3)
+#define WR_SEND_TABLE (UINT64_MAX - 4)
 
-/* Posts one receive of len bytes at buf. Returns 0 or an errno value. */
-static int post_recv(struct rconn *rc, void *buf, uint32_t len, uint32_t lkey)
+/* Posts one receive (id wr_id) of len bytes at buf. Returns 0 or an errno value. */
+static int post_recv(struct rconn *rc, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = lkey};
-	struct ibv_recv_wr wr = {.wr_id = WR_RECV, .sg_list = &sge, .num_sge = 1}, *bad;
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
 
 	return ibv_post_recv(rc->id->qp, &wr, &bad);
 }
@@ -421,261 +430,446 @@ static int connect_peer(struct rconn *rc, const struct rep_opts *o, const struct
 	return -1;
 }
 
-int rep_rdma_send(const struct rep_opts *o)
+/* One sender stream: its connection, buffers and Writes in flight. */
+struct rstream {
+	struct rconn rc;
+	struct ibv_mr *mr;  /* SRC's mapping, or bounce when it is set */
+	struct ibv_mr *cmr; /* ctl */
+	struct ibv_mr *tmr; /* table (stream 0 with --resume) */
+	struct sctl *ctl;
+	char *bounce; /* window x chunk, when the mapping is not registered */
+	void *table;  /* struct rep_table + CRCs */
+	uint32_t table_len;
+	uint32_t window, chunk, inflight;
+	uint32_t *slot_len, *free_slot, nfree;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t index;
+	int timeout; /* --timeout, seconds per completion wait */
+	/* thread */
+	struct rep_plan *plan;
+	struct rep_src *src;
+	const char *what; /* failure, NULL if none */
+	int err;	  /* errno / negative wait code for what */
+	int wc_status;	  /* -1 if none */
+};
+
+/* Sets up stream s (index i of o->streams): resolves, creates the QP,
+ * registers SRC's mapping (or a bounce buffer), posts the receives, connects
+ * with its hello. Returns 0 or -1 (message printed). */
+static int rstream_open(struct rstream *s, const struct rep_opts *o, struct rep_src *src,
+			uint32_t i, uint32_t table_len)
 {
-	struct rconn rc = {0};
-	struct rep_src src;
+	struct ibv_device_attr da;
 	struct rep_hello hello;
 	struct rep_accept acc;
-	struct rep_progress prog;
-	struct rep_stats st = {0};
-	struct ibv_device_attr da;
-	struct ibv_mr *mr = NULL, *cmr = NULL;
-	struct sctl *ctl = NULL;
-	char *bounce = NULL;
-	uint32_t *slot_len = NULL, *free_slot = NULL, nfree = 0, window = o->window, chunk;
-	uint64_t raddr, off = 0, acked = 0;
-	uint32_t rkey, crc = 0;
-	bool done_sent = false, done_acked = false, have_result = false, drawn_full = false;
-	double t0;
-	int ret = 1, r;
+	int r;
 
-	if (rep_src_open(&src, o->path, o->no_mmap) < 0)
-		return 1;
-
-	rc.ech = rdma_create_event_channel();
-	if (!rc.ech) {
+	s->index = i;
+	s->window = o->window;
+	s->timeout = o->timeout;
+	s->rc.ech = rdma_create_event_channel();
+	if (!s->rc.ech) {
 		no_channel();
-		goto out;
+		return -1;
 	}
-	if (rdma_create_id(rc.ech, &rc.id, NULL, RDMA_PS_TCP)) {
+	if (rdma_create_id(s->rc.ech, &s->rc.id, NULL, RDMA_PS_TCP)) {
 		rep_err("rdma_create_id: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
-	if (resolve(&rc, o))
-		goto out;
-
-	if (ibv_query_device(rc.id->verbs, &da) == 0) {
-		if (da.max_qp_wr > 4 && window + 2 > (uint32_t)da.max_qp_wr)
-			window = (uint32_t)da.max_qp_wr - 2;
-		if (da.max_cqe > 8 && (int)window + 4 > da.max_cqe)
-			window = (uint32_t)da.max_cqe - 4;
+	if (resolve(&s->rc, o))
+		return -1;
+	if (ibv_query_device(s->rc.id->verbs, &da) == 0) {
+		if (da.max_qp_wr > 4 && s->window + 2 > (uint32_t)da.max_qp_wr)
+			s->window = (uint32_t)da.max_qp_wr - 2;
+		if (da.max_cqe > 8 && (int)s->window + 4 > da.max_cqe)
+			s->window = (uint32_t)da.max_cqe - 4;
 	}
-	if (make_qp(&rc, window + 2, 2, (int)window + 4))
-		goto out;
-
-	ctl = aligned_alloc(64, sizeof(*ctl) < 64 ? 64 : sizeof(*ctl));
-	slot_len = calloc(window, sizeof(*slot_len));
-	free_slot = calloc(window, sizeof(*free_slot));
-	if (!ctl || !slot_len || !free_slot) {
+	if (make_qp(&s->rc, s->window + 2, 2, (int)s->window + 4))
+		return -1;
+	s->ctl = aligned_alloc(64, sizeof(*s->ctl) < 64 ? 64 : sizeof(*s->ctl));
+	s->slot_len = calloc(s->window, sizeof(*s->slot_len));
+	s->free_slot = calloc(s->window, sizeof(*s->free_slot));
+	if (!s->ctl || !s->slot_len || !s->free_slot) {
 		rep_err("out of memory");
-		goto out;
+		return -1;
 	}
-	memset(ctl, 0, sizeof(*ctl));
-	cmr = ibv_reg_mr(rc.pd, ctl, sizeof(*ctl), IBV_ACCESS_LOCAL_WRITE);
-	if (!cmr) {
+	memset(s->ctl, 0, sizeof(*s->ctl));
+	s->cmr = ibv_reg_mr(s->rc.pd, s->ctl, sizeof(*s->ctl), IBV_ACCESS_LOCAL_WRITE);
+	if (!s->cmr) {
 		rep_err("ibv_reg_mr (control buffer): %s", strerror(errno));
-		goto out;
+		return -1;
 	}
-	if (src.map) {
+	if (src->map) {
 		/* Source of RDMA Writes only: local read access is implied. */
-		mr = ibv_reg_mr(rc.pd, (void *)(uintptr_t)src.map, src.size, 0);
-		if (!mr) {
-			if (!o->quiet)
-				rep_err("note: cannot register the mapping of %s (%s); copying "
-					"through a registered buffer",
-					o->path, strerror(errno));
-			munmap((void *)(uintptr_t)src.map, src.size);
-			src.map = NULL;
+		s->mr = ibv_reg_mr(s->rc.pd, (void *)(uintptr_t)src->map, src->size, 0);
+		if (!s->mr && !o->quiet && i == 0)
+			rep_err("note: cannot register the mapping of %s (%s); copying through a "
+				"registered buffer",
+				o->path, strerror(errno));
+	}
+	if (table_len) {
+		s->table_len = table_len;
+		s->table = malloc(table_len);
+		if (!s->table) {
+			rep_err("out of memory");
+			return -1;
+		}
+		s->tmr = ibv_reg_mr(s->rc.pd, s->table, table_len, IBV_ACCESS_LOCAL_WRITE);
+		if (!s->tmr) {
+			rep_err("ibv_reg_mr (resume table): %s", strerror(errno));
+			return -1;
+		}
+		/* Posted first: the receiver's first Send is the table. */
+		r = post_recv(&s->rc, WR_RECV_TABLE, s->table, table_len, s->tmr->lkey);
+		if (r) {
+			rep_err("ibv_post_recv: %s", strerror(r));
+			return -1;
 		}
 	}
-	r = post_recv(&rc, &ctl->result, sizeof(ctl->result), cmr->lkey);
-	if (r) {
-		rep_err("ibv_post_recv: %s", strerror(r));
-		goto out;
+	if (i == 0) {
+		r = post_recv(&s->rc, WR_RECV, &s->ctl->result, sizeof(s->ctl->result),
+			      s->cmr->lkey);
+		if (r) {
+			rep_err("ibv_post_recv: %s", strerror(r));
+			return -1;
+		}
 	}
-
 	hello = (struct rep_hello){.magic = htobe32(REP_MAGIC),
 				   .version = htobe16(REP_VERSION),
-				   .size = htobe64(src.size),
-				   .chunk = htobe32(o->chunk)};
-	if (connect_peer(&rc, o, &hello, &acc))
-		goto out;
+				   .flags = htobe16(table_len ? REP_HELLO_RESUME : 0),
+				   .size = htobe64(src->size),
+				   .chunk = htobe32(o->chunk),
+				   .streams = htobe16((uint16_t)o->streams),
+				   .stream = htobe16((uint16_t)i)};
+	if (connect_peer(&s->rc, o, &hello, &acc))
+		return -1;
 	if (be16toh(acc.status) != REP_ACCEPT_OK) {
 		rep_err("receiver refused the transfer (status %u)", be16toh(acc.status));
-		goto out;
+		return -1;
 	}
-	raddr = be64toh(acc.addr);
-	rkey = be32toh(acc.rkey);
-	chunk = be32toh(acc.chunk);
-	if (chunk < REP_MIN_CHUNK || chunk > o->chunk)
-		chunk = o->chunk;
+	s->raddr = be64toh(acc.addr);
+	s->rkey = be32toh(acc.rkey);
+	s->chunk = be32toh(acc.chunk);
+	if (s->chunk < REP_MIN_CHUNK || s->chunk > o->chunk)
+		s->chunk = o->chunk;
+	if (!s->mr && src->size > 0) {
+		uint64_t need = (uint64_t)s->window * s->chunk;
 
-	if (!src.map && src.size > 0) {
-		uint64_t need = (uint64_t)window * chunk;
-
-		if (need > src.size + chunk)
-			need = (src.size + chunk - 1) / chunk * chunk;
-		bounce = aligned_alloc(4096, (size_t)((need + 4095) & ~4095ull));
-		if (!bounce) {
+		if (need > src->size + s->chunk)
+			need = (src->size + s->chunk - 1) / s->chunk * s->chunk;
+		s->bounce = aligned_alloc(4096, (size_t)((need + 4095) & ~4095ull));
+		if (!s->bounce) {
 			rep_err("out of memory (%llu byte buffer)", (unsigned long long)need);
-			goto bye;
+			return -1;
 		}
-		mr = ibv_reg_mr(rc.pd, bounce, (size_t)need, 0);
-		if (!mr) {
+		s->mr = ibv_reg_mr(s->rc.pd, s->bounce, (size_t)need, 0);
+		if (!s->mr) {
 			rep_err("ibv_reg_mr (buffer of %llu bytes): %s", (unsigned long long)need,
 				strerror(errno));
-			goto bye;
+			return -1;
 		}
-		if (window > need / chunk)
-			window = (uint32_t)(need / chunk);
+		if (s->window > need / s->chunk)
+			s->window = (uint32_t)(need / s->chunk);
 	}
-	for (uint32_t i = 0; i < window; i++)
-		free_slot[nfree++] = window - 1 - i;
+	for (uint32_t k = 0; k < s->window; k++)
+		s->free_slot[s->nfree++] = s->window - 1 - k;
+	return 0;
+}
 
-	rep_progress_init(&prog, o, src.size);
-	t0 = rep_now();
-	while (!have_result || !done_acked || acked < src.size) {
-		struct ibv_wc wc[32];
+/* Disconnects rc (when connected), destroys its QP, deregisters the MRs
+ * given (NULL ones skipped), then releases the rest of rc. */
+static void conn_close(struct rconn *rc, struct ibv_mr *mr1, struct ibv_mr *mr2, struct ibv_mr *mr3)
+{
+	say_bye(rc);
+	if (rc->qp) {
+		rdma_destroy_qp(rc->id);
+		rc->qp = false;
+	}
+	if (mr1)
+		ibv_dereg_mr(mr1);
+	if (mr2)
+		ibv_dereg_mr(mr2);
+	if (mr3)
+		ibv_dereg_mr(mr3);
+	rconn_destroy(rc);
+}
 
-		/* Fill the window. */
-		while (off < src.size && nfree > 0) {
-			uint32_t n = src.size - off < chunk ? (uint32_t)(src.size - off) : chunk;
-			uint32_t s = free_slot[--nfree];
-			struct ibv_sge sge = {.length = n, .lkey = mr->lkey};
-			struct ibv_send_wr wr = {.wr_id = s,
+/* Releases stream s (disconnects first when connected). */
+static void rstream_close(struct rstream *s)
+{
+	conn_close(&s->rc, s->mr, s->cmr, s->tmr);
+	free(s->bounce);
+	free(s->ctl);
+	free(s->table);
+	free(s->slot_len);
+	free(s->free_slot);
+}
+
+/* Stream thread: posts RDMA Writes of the chunks it takes from the plan, at
+ * most window outstanding, until none is left and all completed. */
+static void *rstream_thread(void *arg)
+{
+	struct rstream *s = arg;
+	struct ibv_wc wc[32];
+	int r;
+
+	for (;;) {
+		uint64_t off;
+		uint32_t n;
+
+		while (s->nfree > 0 && rep_plan_next(s->plan, &off, &n)) {
+			uint32_t k = s->free_slot[--s->nfree];
+			struct ibv_sge sge = {.length = n, .lkey = s->mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = k,
 						 .sg_list = &sge,
 						 .num_sge = 1,
 						 .opcode = IBV_WR_RDMA_WRITE,
 						 .send_flags = IBV_SEND_SIGNALED},
 					   *bad;
-			const void *p;
+			const char *p = (const char *)s->src->map + off;
 
-			if (src.map) {
-				p = (const char *)src.map + off;
-			} else {
-				p = bounce + (size_t)s * chunk;
-				r = rep_src_read(&src, (void *)(uintptr_t)p, n, off);
-				if (r) {
-					rep_progress_end(&prog);
-					rep_err("cannot read %s: %s", o->path, strerror(-r));
-					goto bye;
+			if (s->bounce) {
+				char *b = s->bounce + (size_t)k * s->chunk;
+
+				if (s->src->map) {
+					memcpy(b, p, n);
+				} else {
+					r = rep_src_read(s->src, b, n, off);
+					if (r) {
+						s->what = "read";
+						s->err = -r;
+						goto fail;
+					}
 				}
+				p = b;
 			}
 			sge.addr = (uintptr_t)p;
-			wr.wr.rdma.remote_addr = raddr + off;
-			wr.wr.rdma.rkey = rkey;
-			r = ibv_post_send(rc.id->qp, &wr, &bad);
+			wr.wr.rdma.remote_addr = s->raddr + off;
+			wr.wr.rdma.rkey = s->rkey;
+			r = ibv_post_send(s->rc.id->qp, &wr, &bad);
 			if (r) {
-				rep_progress_end(&prog);
-				rep_err("posting an RDMA Write failed: %s", strerror(r));
-				goto bye;
+				s->what = "post";
+				s->err = r;
+				goto fail;
 			}
-			slot_len[s] = n;
-			/* Checksum while the Write is on its way. */
-			crc = rep_crc32c(crc, p, n);
-			off += n;
+			s->slot_len[k] = n;
+			s->inflight++;
 		}
-		if (off == src.size && !done_sent) {
-			ctl->done = (struct rep_done){.magic = htobe32(REP_MAGIC),
-						      .version = htobe16(REP_VERSION),
-						      .length = htobe64(src.size),
-						      .crc = htobe32(crc)};
-			r = post_send(&rc, WR_SEND_DONE, &ctl->done, sizeof(ctl->done), cmr->lkey);
-			if (r) {
-				rep_progress_end(&prog);
-				rep_err("posting the final Send failed: %s", strerror(r));
-				goto bye;
-			}
-			done_sent = true;
-		}
-
-		/* Once all data is out, the receiver still checksums and syncs it. */
-		r = wait_wc(&rc, wc, 32,
-			    acked == src.size ? rep_answer_timeout(o, src.size) : o->timeout);
+		if (!s->inflight)
+			break;
+		r = wait_wc(&s->rc, wc, 32, s->timeout);
 		if (r < 0) {
-			rep_progress_end(&prog);
-			rep_err("transfer failed after %llu of %llu bytes: %s",
-				(unsigned long long)acked, (unsigned long long)src.size,
-				wait_str(r));
-			goto bye;
+			s->what = "wait";
+			s->err = r;
+			goto fail;
 		}
 		for (int i = 0; i < r; i++) {
-			if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
-				rep_progress_end(&prog);
-				rep_err("connection lost after %llu of %llu bytes (work requests "
-					"flushed); the receiver went away?",
-					(unsigned long long)acked, (unsigned long long)src.size);
-				goto bye;
-			}
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				rep_progress_end(&prog);
-				rep_err("%s failed after %llu of %llu bytes: %s (vendor error "
-					"0x%x)",
-					wc[i].wr_id == WR_RECV	      ? "receive"
-					: wc[i].wr_id == WR_SEND_DONE ? "final Send"
-								      : "RDMA Write",
-					(unsigned long long)acked, (unsigned long long)src.size,
-					ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
-				goto bye;
+				s->what = "wc";
+				s->wc_status = wc[i].status;
+				s->err = (int)wc[i].vendor_err;
+				goto fail;
 			}
-			if (wc[i].wr_id == WR_RECV) {
-				if (!done_sent) {
-					rep_progress_end(&prog);
-					rep_err("unexpected message from the receiver");
-					goto bye;
-				}
-				have_result = true;
-			} else if (wc[i].wr_id == WR_SEND_DONE) {
-				done_acked = true;
-			} else if (wc[i].wr_id < window) {
-				acked += slot_len[wc[i].wr_id];
-				free_slot[nfree++] = (uint32_t)wc[i].wr_id;
+			if (wc[i].wr_id < s->window) {
+				rep_plan_complete(s->plan, s->slot_len[wc[i].wr_id]);
+				s->free_slot[s->nfree++] = (uint32_t)wc[i].wr_id;
+				s->inflight--;
 			}
 		}
-		/* Full bar once every Write completed; the answer comes later. */
-		rep_progress_update(&prog, acked, acked == src.size && !drawn_full);
-		drawn_full = drawn_full || acked == src.size;
 	}
+	atomic_fetch_sub(&s->plan->running, 1);
+	return NULL;
+fail:
+	atomic_store(&s->plan->stop, 1);
+	atomic_fetch_sub(&s->plan->running, 1);
+	return NULL;
+}
+
+/* Prints why stream s failed. */
+static void rstream_report(const struct rstream *s, const struct rep_opts *o)
+{
+	if (!s->what)
+		return;
+	if (!strcmp(s->what, "read"))
+		rep_err("cannot read %s: %s", o->path, strerror(s->err));
+	else if (!strcmp(s->what, "post"))
+		rep_err("stream %u: posting an RDMA Write failed: %s", s->index, strerror(s->err));
+	else if (!strcmp(s->what, "wait"))
+		rep_err("stream %u: transfer failed: %s", s->index, wait_str(s->err));
+	else if (s->wc_status == IBV_WC_WR_FLUSH_ERR)
+		rep_err("stream %u: connection lost (work requests flushed); the receiver went "
+			"away?",
+			s->index);
+	else
+		rep_err("stream %u: RDMA Write failed: %s (vendor error 0x%x)", s->index,
+			ibv_wc_status_str((enum ibv_wc_status)s->wc_status), (unsigned)s->err);
+}
+
+/* Waits on stream s for the completion of wr_id want (and, when s is stream
+ * 0, also for the receiver's result Send, *have_result). Returns 0 or -1
+ * (message printed). */
+static int rstream_wait(struct rstream *s, uint64_t want, bool *have_result, int timeout)
+{
+	bool got = false;
+	struct ibv_wc wc[8];
+
+	while (!got || (have_result && !*have_result)) {
+		int r = wait_wc(&s->rc, wc, 8, timeout);
+
+		if (r < 0) {
+			rep_err("stream %u: %s: %s", s->index,
+				want == WR_RECV_TABLE ? "no resume table" : "no answer",
+				wait_str(r));
+			return -1;
+		}
+		for (int i = 0; i < r; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				rep_err("stream %u: %s failed: %s (vendor error 0x%x)", s->index,
+					wc[i].wr_id == WR_RECV	       ? "receive of the answer"
+					: wc[i].wr_id == WR_RECV_TABLE ? "receive of the table"
+								       : "final Send",
+					ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+				return -1;
+			}
+			if (wc[i].wr_id == want) {
+				got = true;
+				if (want == WR_RECV_TABLE)
+					s->table_len = wc[i].byte_len;
+			} else if (wc[i].wr_id == WR_RECV && have_result) {
+				*have_result = true;
+			}
+		}
+	}
+	return 0;
+}
+
+int rep_rdma_send(const struct rep_opts *o)
+{
+	struct rstream *ss;
+	struct rep_src src;
+	struct rep_progress prog;
+	struct rep_stats st = {0};
+	struct rep_plan plan = {0};
+	uint32_t nthr = 0, table_len = 0, crc = 0, *table = NULL;
+	uint64_t count = 0, nchunks;
+	bool have_result = false;
+	double t0;
+	int ret = 1, r;
+
+	if (rep_src_open(&src, o->path, o->no_mmap) < 0)
+		return 1;
+	ss = calloc(o->streams, sizeof(*ss));
+	if (!ss) {
+		rep_err("out of memory");
+		rep_src_close(&src);
+		return 1;
+	}
+	nchunks = src.size ? (src.size + o->chunk - 1) / o->chunk : 0;
+	if (o->resume && nchunks <= REP_MAX_TABLE)
+		table_len = (uint32_t)(sizeof(struct rep_table) + nchunks * sizeof(uint32_t));
+	else if (o->resume)
+		rep_err("note: %llu chunks are more than --resume handles (%u): not resuming; "
+			"use a larger --chunk",
+			(unsigned long long)nchunks, REP_MAX_TABLE);
+	for (uint32_t i = 0; i < o->streams; i++)
+		if (rstream_open(&ss[i], o, &src, i, i == 0 ? table_len : 0))
+			goto out;
+	if (table_len) {
+		struct rep_table th0;
+
+		if (rstream_wait(&ss[0], WR_RECV_TABLE, NULL, o->timeout))
+			goto out;
+		memcpy(&th0, ss[0].table, sizeof(th0));
+		count = be32toh(th0.count);
+		if (be32toh(th0.magic) != REP_MAGIC ||
+		    ss[0].table_len != sizeof(th0) + count * sizeof(uint32_t) ||
+		    (count && count != nchunks)) {
+			rep_err("bad resume table from the receiver");
+			goto out;
+		}
+		table = (uint32_t *)((char *)ss[0].table + sizeof(th0));
+		for (uint64_t k = 0; k < count; k++)
+			table[k] = be32toh(table[k]);
+	}
+	for (uint32_t i = 1; i < o->streams; i++) {
+		if (ss[i].chunk != ss[0].chunk) {
+			/* Bounce slots and the plan are sized by one chunk size. */
+			rep_err("the receiver agreed to different chunk sizes on its streams");
+			goto out;
+		}
+	}
+	if (ss[0].chunk != o->chunk && count) {
+		rep_err("the receiver changed the chunk size: not resuming");
+		count = 0;
+	}
+	if (rep_plan_init(&plan, &src, o, ss[0].chunk, table, count, &st))
+		goto out;
+
+	rep_progress_init(&prog, o, plan.todo_bytes);
+	t0 = rep_now();
+	for (uint32_t i = 0; i < o->streams; i++) {
+		ss[i].plan = &plan;
+		ss[i].src = &src;
+	}
+	nthr = rep_run_streams(&plan, &src, o, &prog, rstream_thread, ss, sizeof(*ss), &crc);
+	if (nthr < o->streams || atomic_load(&plan.stop)) {
+		rep_progress_end(&prog);
+		for (uint32_t i = 0; i < nthr; i++)
+			rstream_report(&ss[i], o);
+		goto out;
+	}
+	/* Full bar once every Write completed; the answer comes later. */
+	rep_progress_update(&prog, plan.todo_bytes, true);
 	rep_progress_end(&prog);
+
+	/* Each stream's done is ordered behind that stream's Writes. */
+	for (uint32_t i = 0; i < o->streams; i++) {
+		ss[i].ctl->done = (struct rep_done){.magic = htobe32(REP_MAGIC),
+						    .version = htobe16(REP_VERSION),
+						    .length = htobe64(src.size),
+						    .crc = htobe32(crc)};
+		r = post_send(&ss[i].rc, WR_SEND_DONE, &ss[i].ctl->done, sizeof(ss[i].ctl->done),
+			      ss[i].cmr->lkey);
+		if (r) {
+			rep_err("stream %u: posting the final Send failed: %s", i, strerror(r));
+			goto out;
+		}
+	}
+	/* Once all data is out, the receiver still checksums and syncs it. */
+	for (uint32_t i = o->streams; i-- > 0;)
+		if (rstream_wait(&ss[i], WR_SEND_DONE, i == 0 ? &have_result : NULL,
+				 rep_answer_timeout(o, src.size)))
+			goto out;
 	st.seconds = rep_now() - t0;
 
-	if (be32toh(ctl->result.magic) != REP_MAGIC) {
+	if (be32toh(ss[0].ctl->result.magic) != REP_MAGIC) {
 		rep_err("bad answer from the receiver");
-		goto bye;
+		goto out;
 	}
-	if (be16toh(ctl->result.status) != REP_RESULT_OK) {
-		uint32_t err = be32toh(ctl->result.err);
+	if (be16toh(ss[0].ctl->result.status) != REP_RESULT_OK) {
+		uint32_t err = be32toh(ss[0].ctl->result.err);
 
 		rep_err("receiver rejected the copy: %s%s%s (sent crc32c 0x%08x, receiver computed "
 			"0x%08x); DEST was not written",
-			rep_result_str(be16toh(ctl->result.status)), err ? ": " : "",
-			err ? strerror((int)err) : "", crc, be32toh(ctl->result.crc));
-		goto bye;
+			rep_result_str(be16toh(ss[0].ctl->result.status)), err ? ": " : "",
+			err ? strerror((int)err) : "", crc, be32toh(ss[0].ctl->result.crc));
+		goto out;
 	}
-	st.verify_seconds = (double)be64toh(ctl->result.verify_us) * 1e-6;
+	st.verify_seconds = (double)be64toh(ss[0].ctl->result.verify_us) * 1e-6;
 	if (st.seconds > st.verify_seconds)
 		st.seconds -= st.verify_seconds;
 	st.bytes = src.size;
 	st.crc = crc;
+	st.streams = o->streams;
+	rep_tcp_info_scan(rdma_get_peer_addr(ss[0].rc.id), &st);
 	rep_print_result(o, &st);
 	ret = 0;
-bye:
-	say_bye(&rc);
 out:
-	if (rc.qp) {
-		rdma_destroy_qp(rc.id);
-		rc.qp = false;
-	}
-	if (mr)
-		ibv_dereg_mr(mr);
-	if (cmr)
-		ibv_dereg_mr(cmr);
-	rconn_destroy(&rc);
-	free(bounce);
-	free(ctl);
-	free(slot_len);
-	free(free_slot);
+	for (uint32_t i = 0; i < o->streams; i++)
+		rstream_close(&ss[i]);
+	free(ss);
+	rep_plan_free(&plan);
 	rep_src_close(&src);
 	return ret;
 }
@@ -685,6 +879,15 @@ out:
 struct rctl {
 	struct rep_done done;
 	struct rep_result result;
+};
+
+/* One receiver stream: its connection (on a channel of its own) and MRs. */
+struct rrecv {
+	struct rconn rc;
+	struct ibv_mr *mr, *cmr;
+	struct rctl *ctl;
+	uint32_t done_len;
+	bool got_done;
 };
 
 /* Listens on o->bind (any IPv4 address if NULL) and o->port and says so on
@@ -718,7 +921,7 @@ static int listen_on(struct rconn *rc, const struct rep_opts *o)
 		return -1;
 	}
 	if (rdma_bind_addr(rc->listen_id, (struct sockaddr *)&ss) ||
-	    rdma_listen(rc->listen_id, 1)) {
+	    rdma_listen(rc->listen_id, REP_MAX_STREAMS)) {
 		rep_err("cannot listen on %s port %s: %s", o->bind ? o->bind : "*", o->port,
 			strerror(errno));
 		return -1;
@@ -729,139 +932,89 @@ static int listen_on(struct rconn *rc, const struct rep_opts *o)
 	return 0;
 }
 
-int rep_rdma_recv(const struct rep_opts *o)
+/* Sets up the connection of stream s from a CONNECT_REQUEST's id: a channel
+ * of its own (rdma_migrate_id), QP, MR of dest's data, a receive for the
+ * done; fills acc's rkey/addr. Only the first stream (first) may switch dest
+ * to an anonymous buffer when the mapping cannot be registered (later
+ * streams' peers already write into it). Returns 0, or an errno value for
+ * the reject (message printed). */
+static int rrecv_setup(struct rrecv *s, struct rdma_cm_id *id, struct rep_dest *dest,
+		       const struct rep_opts *o, struct rep_accept *acc, bool first)
 {
-	struct rconn rc = {0};
-	struct rep_dest dest = {.fd = -1};
-	struct rep_hello hello;
-	struct rep_accept acc;
-	struct rep_stats st = {0};
-	struct rdma_conn_param cp;
-	struct rdma_cm_event *ev;
-	struct ibv_mr *mr = NULL, *cmr = NULL;
-	struct rctl *ctl = NULL;
-	struct ibv_wc wc[4];
-	uint64_t size = 0;
-	uint32_t chunk, crc, done_len = 0;
-	double t0, tv;
-	int ret = 1, r, status, err, rej_err = 0;
-	bool got_done = false;
+	int r;
 
-	rc.ech = rdma_create_event_channel();
-	if (!rc.ech) {
+	s->rc.id = id;
+	s->rc.ech = rdma_create_event_channel();
+	if (!s->rc.ech) {
 		no_channel();
-		goto out;
+		return errno ? errno : ENOMEM;
 	}
-	if (listen_on(&rc, o))
-		goto out;
-
-	/* One connection request, bounded by --timeout. */
-	for (;;) {
-		r = get_cm_event(&rc, o->timeout, &ev);
-		if (r) {
-			if (r == -ETIMEDOUT)
-				rep_err("no sender connected within %d s", o->timeout);
-			else
-				rep_err("waiting for a sender: %s", wait_str(r));
-			goto out;
-		}
-		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-			break;
-		rdma_ack_cm_event(ev);
+	if (rdma_migrate_id(id, s->rc.ech)) {
+		rep_err("rdma_migrate_id: %s", strerror(errno));
+		return errno;
 	}
-	rc.id = ev->id;
-	memset(&hello, 0, sizeof(hello));
-	if (ev->param.conn.private_data && ev->param.conn.private_data_len >= sizeof(hello))
-		memcpy(&hello, ev->param.conn.private_data, sizeof(hello));
-	rdma_ack_cm_event(ev);
-	/* Only one transfer: stop listening. */
-	rdma_destroy_id(rc.listen_id);
-	rc.listen_id = NULL;
-
-	memset(&acc, 0, sizeof(acc));
-	acc.magic = htobe32(REP_MAGIC);
-	acc.version = htobe16(REP_VERSION);
-	if (be32toh(hello.magic) != REP_MAGIC || be16toh(hello.version) != REP_VERSION ||
-	    (be16toh(hello.flags) & REP_HELLO_TCP)) {
-		rep_err("rejected a connection that is not from uiwarp-replicate send");
-		acc.status = htobe16(REP_ACCEPT_PROTO);
-		rdma_reject(rc.id, &acc, sizeof(acc));
-		goto out;
+	if (make_qp(&s->rc, 2, 2, 8))
+		return errno;
+	s->ctl = aligned_alloc(64, sizeof(*s->ctl) < 64 ? 64 : sizeof(*s->ctl));
+	if (!s->ctl)
+		return ENOMEM;
+	memset(s->ctl, 0, sizeof(*s->ctl));
+	s->cmr = ibv_reg_mr(s->rc.pd, s->ctl, sizeof(*s->ctl), IBV_ACCESS_LOCAL_WRITE);
+	if (!s->cmr) {
+		r = errno;
+		rep_err("ibv_reg_mr (control buffer): %s", strerror(r));
+		return r;
 	}
-	size = be64toh(hello.size);
-	chunk = be32toh(hello.chunk);
-	if (chunk < REP_MIN_CHUNK || chunk > REP_MAX_CHUNK)
-		chunk = REP_DEFAULT_CHUNK;
-
-	r = rep_dest_open(&dest, o->path, size, o->no_mmap);
-	if (r) {
-		rep_err("cannot write %s (%llu bytes): %s", o->path, (unsigned long long)size,
-			strerror(-r));
-		acc.status = htobe16(REP_ACCEPT_CREATE);
-		acc.err = htobe32((uint32_t)-r);
-		rdma_reject(rc.id, &acc, sizeof(acc));
-		goto out;
-	}
-	if (make_qp(&rc, 2, 2, 8)) {
-		rej_err = errno;
-		goto reject;
-	}
-	ctl = aligned_alloc(64, sizeof(*ctl) < 64 ? 64 : sizeof(*ctl));
-	if (!ctl) {
-		rej_err = ENOMEM;
-		goto reject;
-	}
-	memset(ctl, 0, sizeof(*ctl));
-	cmr = ibv_reg_mr(rc.pd, ctl, sizeof(*ctl), IBV_ACCESS_LOCAL_WRITE);
-	if (!cmr) {
-		rej_err = errno;
-		rep_err("ibv_reg_mr (control buffer): %s", strerror(rej_err));
-		goto reject;
-	}
-	if (size > 0) {
+	if (dest->size > 0) {
 		int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-		mr = ibv_reg_mr(rc.pd, dest.map, size, access);
-		if (!mr && !dest.anon) {
+		s->mr = ibv_reg_mr(s->rc.pd, dest->map, dest->size, access);
+		if (!s->mr && !dest->anon && first) {
 			int e = errno;
 
-			if (rep_dest_use_anon(&dest) == 0) {
+			if (rep_dest_use_anon(dest) == 0) {
 				if (!o->quiet)
 					rep_err(
 					    "note: cannot register the mapping of %s.part (%s); "
 					    "receiving into memory, writing the file at the end",
 					    o->path, strerror(e));
-				mr = ibv_reg_mr(rc.pd, dest.map, size, access);
+				s->mr = ibv_reg_mr(s->rc.pd, dest->map, dest->size, access);
 			}
 		}
-		if (!mr) {
-			rej_err = errno;
+		if (!s->mr) {
+			r = errno;
 			rep_err("cannot register the mapping of %s.part (%llu bytes): %s", o->path,
-				(unsigned long long)size, strerror(rej_err));
-			goto reject;
+				(unsigned long long)dest->size, strerror(r));
+			return r;
 		}
-		acc.addr = htobe64((uintptr_t)dest.map);
-		acc.rkey = htobe32(mr->rkey);
+		acc->addr = htobe64((uintptr_t)dest->map);
+		acc->rkey = htobe32(s->mr->rkey);
 	}
-	acc.chunk = htobe32(chunk);
-	r = post_recv(&rc, &ctl->done, sizeof(ctl->done), cmr->lkey);
-	if (r) {
-		rej_err = r;
-		rep_err("ibv_post_recv: %s", strerror(rej_err));
-		goto reject;
-	}
+	r = post_recv(&s->rc, WR_RECV, &s->ctl->done, sizeof(s->ctl->done), s->cmr->lkey);
+	if (r)
+		rep_err("ibv_post_recv: %s", strerror(r));
+	return r;
+}
+
+/* Accepts s with acc as private data and waits for ESTABLISHED. Returns 0 or
+ * -1 (message printed). */
+static int rrecv_accept(struct rrecv *s, const struct rep_opts *o, const struct rep_accept *acc)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	int r;
 
 	memset(&cp, 0, sizeof(cp));
-	cp.private_data = &acc;
-	cp.private_data_len = sizeof(acc);
+	cp.private_data = acc;
+	cp.private_data_len = sizeof(*acc);
 	cp.responder_resources = 1;
 	cp.initiator_depth = 1;
 	cp.rnr_retry_count = 7;
-	if (rdma_accept(rc.id, &cp)) {
+	if (rdma_accept(s->rc.id, &cp)) {
 		rep_err("rdma_accept: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
-	r = get_cm_event(&rc, o->timeout, &ev);
+	r = get_cm_event(&s->rc, o->timeout, &ev);
 	if (r || ev->event != RDMA_CM_EVENT_ESTABLISHED) {
 		if (r)
 			rep_err("waiting for the connection: %s", wait_str(r));
@@ -870,76 +1023,289 @@ int rep_rdma_recv(const struct rep_opts *o)
 				ev->status);
 		if (!r)
 			rdma_ack_cm_event(ev);
-		goto out;
+		return -1;
 	}
 	rdma_ack_cm_event(ev);
-	rc.connected = true;
-	fprintf(stderr, "uiwarp-replicate: receiving %llu bytes into %s.part\n",
-		(unsigned long long)size, o->path);
-	fflush(stderr);
+	s->rc.connected = true;
+	return 0;
+}
+
+/* Sends the resume table of dest on s (count 0 when it was not resumed) and
+ * waits for its completion. Returns 0 or -1 (message printed). */
+static int rrecv_send_table(struct rrecv *s, const struct rep_dest *dest, uint32_t chunk,
+			    int timeout)
+{
+	struct rep_table *th;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[4];
+	uint32_t *t = NULL;
+	uint64_t count = 0;
+	size_t len;
+	int r = -1;
+
+	if (dest->resumed && rep_dest_table(dest, chunk, &t, &count)) {
+		rep_err("out of memory");
+		return -1;
+	}
+	if (count > REP_MAX_TABLE)
+		count = 0;
+	len = sizeof(*th) + (size_t)count * sizeof(uint32_t);
+	th = malloc(len);
+	if (!th) {
+		free(t);
+		rep_err("out of memory");
+		return -1;
+	}
+	th->magic = htobe32(REP_MAGIC);
+	th->count = htobe32((uint32_t)count);
+	for (uint64_t k = 0; k < count; k++)
+		((uint32_t *)(th + 1))[k] = htobe32(t[k]);
+	free(t);
+	mr = ibv_reg_mr(s->rc.pd, th, len, 0);
+	if (!mr) {
+		rep_err("ibv_reg_mr (resume table): %s", strerror(errno));
+		free(th);
+		return -1;
+	}
+	if (post_send(&s->rc, WR_SEND_TABLE, th, (uint32_t)len, mr->lkey)) {
+		rep_err("posting the resume table failed");
+		goto out;
+	}
+	for (;;) {
+		int n = wait_wc(&s->rc, wc, 4, timeout);
+
+		if (n < 0) {
+			rep_err("sending the resume table: %s", wait_str(n));
+			goto out;
+		}
+		if (wc[0].status != IBV_WC_SUCCESS) {
+			rep_err("sending the resume table: %s", ibv_wc_status_str(wc[0].status));
+			goto out;
+		}
+		if (wc[0].wr_id == WR_SEND_TABLE)
+			break;
+	}
+	if (count)
+		fprintf(stderr,
+			"uiwarp-replicate: resume: offered the CRC32c of %llu chunks of "
+			"%s.part\n",
+			(unsigned long long)count, dest->path);
+	r = 0;
+out:
+	ibv_dereg_mr(mr);
+	free(th);
+	return r;
+}
+
+/* Releases stream s (after disconnecting when connected). */
+static void rrecv_close(struct rrecv *s)
+{
+	conn_close(&s->rc, s->mr, s->cmr, NULL);
+	free(s->ctl);
+}
+
+/* Waits (as long as the connection lives) for the sender's done on s.
+ * Returns 0 or -1 (message printed). */
+static int rrecv_wait_done(struct rrecv *s, uint32_t i)
+{
+	struct ibv_wc wc[4];
+
+	while (!s->got_done) {
+		int r = wait_wc(&s->rc, wc, 4, 0);
+
+		if (r < 0) {
+			rep_err("no final message from the sender on stream %u: %s", i,
+				wait_str(r));
+			return -1;
+		}
+		for (int k = 0; k < r; k++) {
+			if (wc[k].status == IBV_WC_WR_FLUSH_ERR) {
+				rep_err("connection lost before the sender's final message "
+					"(receive flushed, stream %u)",
+					i);
+				return -1;
+			}
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				rep_err("%s failed: %s (vendor error 0x%x)",
+					wc[k].wr_id == WR_RECV ? "receive" : "send",
+					ibv_wc_status_str(wc[k].status), wc[k].vendor_err);
+				return -1;
+			}
+			if (wc[k].wr_id == WR_RECV) {
+				s->got_done = true;
+				s->done_len = wc[k].byte_len;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Waits up to timeout seconds (0 = none) for the next CM event on the
+ * listening channel lrc, looking every second whether one of the n streams
+ * in ss already connected has ended (a sender that failed to set up a later
+ * stream). Returns 0 with *ev (caller acks), -ECONNRESET when a stream
+ * ended, or get_cm_event's error. */
+static int next_request(struct rconn *lrc, struct rrecv *ss, uint32_t n, int timeout,
+			struct rdma_cm_event **ev)
+{
+	double deadline = deadline_in(timeout);
+
+	for (;;) {
+		int r = get_cm_event(lrc, 1, ev);
+
+		if (r != -ETIMEDOUT)
+			return r;
+		for (uint32_t k = 0; k < n; k++) {
+			struct rdma_cm_event *e;
+			struct pollfd pfd;
+
+			if (!ss[k].rc.connected)
+				continue;
+			pfd = (struct pollfd){.fd = ss[k].rc.ech->fd, .events = POLLIN};
+			if (poll(&pfd, 1, 0) == 1 && rdma_get_cm_event(ss[k].rc.ech, &e) == 0)
+				note_cm_event(&ss[k].rc, e);
+			if (ss[k].rc.disconnected)
+				return -ECONNRESET;
+		}
+		if (deadline && rep_now() >= deadline)
+			return -ETIMEDOUT;
+	}
+}
+
+int rep_rdma_recv(const struct rep_opts *o)
+{
+	struct rconn lrc = {0};
+	struct rrecv ss[REP_MAX_STREAMS] = {0};
+	struct rep_rx rxs = {0};
+	struct rep_dest dest = {.fd = -1};
+	struct rep_hello hello;
+	struct rep_accept acc;
+	struct rep_stats st = {0};
+	struct rdma_cm_event *ev;
+	struct rctl *c0;
+	struct ibv_wc wc[4];
+	uint32_t crc;
+	double t0 = 0, tv;
+	int ret = 1, r, status, err;
+
+	lrc.ech = rdma_create_event_channel();
+	if (!lrc.ech) {
+		no_channel();
+		goto out;
+	}
+	if (listen_on(&lrc, o))
+		goto out;
+
+	/* Stream 0's request first (the sender connects one after the other),
+	 * then the others; each wait bounded by --timeout. */
+	while (!rxs.streams || rxs.got < rxs.streams) {
+		struct rdma_cm_id *id;
+		uint32_t i;
+
+		r = next_request(&lrc, ss, rxs.streams, o->timeout, &ev);
+		if (r) {
+			if (r == -ECONNRESET)
+				rep_err("the sender closed a stream before all %u were connected",
+					rxs.streams);
+			else if (r == -ETIMEDOUT)
+				rep_err("no sender connected within %d s (%u of %u streams)",
+					o->timeout, rxs.got, rxs.streams ? rxs.streams : 1);
+			else
+				rep_err("waiting for a sender: %s", wait_str(r));
+			goto out;
+		}
+		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+			rdma_ack_cm_event(ev);
+			continue;
+		}
+		id = ev->id;
+		memset(&hello, 0, sizeof(hello));
+		if (ev->param.conn.private_data && ev->param.conn.private_data_len >= sizeof(hello))
+			memcpy(&hello, ev->param.conn.private_data, sizeof(hello));
+		rdma_ack_cm_event(ev);
+
+		r = rep_rx_hello(&rxs, &hello, false, o, &dest, &acc);
+		if (r < 0) {
+			rdma_reject(id, &acc, sizeof(acc));
+			rdma_destroy_id(id);
+			if (r == -2)
+				goto out;
+			continue;
+		}
+		i = (uint32_t)r;
+		r = rrecv_setup(&ss[i], id, &dest, o, &acc, rxs.got == 0);
+		if (r) {
+			acc.status = htobe16(REP_ACCEPT_REGISTER);
+			acc.err = htobe32((uint32_t)r);
+			rdma_reject(id, &acc, sizeof(acc));
+			goto out; /* ss[i] holds id now */
+		}
+		if (rrecv_accept(&ss[i], o, &acc))
+			goto out;
+		if (i == 0 && (be16toh(hello.flags) & REP_HELLO_RESUME) &&
+		    rrecv_send_table(&ss[0], &dest, rxs.chunk, o->timeout))
+			goto out;
+		rep_rx_accepted(&rxs, i, o, &dest);
+		if (i == 0)
+			t0 = rep_now();
+	}
+	/* All streams connected: stop listening. */
+	rdma_destroy_id(lrc.listen_id);
+	lrc.listen_id = NULL;
 
 	/* The data arrives as one-sided Writes: nothing to see until the final
-	 * Send. Wait as long as the connection lives (a dead sender ends it). */
-	t0 = rep_now();
-	while (!got_done) {
-		r = wait_wc(&rc, wc, 4, 0);
-		if (r < 0) {
-			rep_err("no final message from the sender: %s", wait_str(r));
-			goto bye;
-		}
-		for (int i = 0; i < r; i++) {
-			if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
-				rep_err("connection lost before the sender's final message "
-					"(receive flushed)");
-				goto bye;
-			}
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				rep_err("%s failed: %s (vendor error 0x%x)",
-					wc[i].wr_id == WR_RECV ? "receive" : "send",
-					ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
-				goto bye;
-			}
-			if (wc[i].wr_id == WR_RECV) {
-				got_done = true;
-				done_len = wc[i].byte_len;
-			}
-		}
-	}
+	 * Sends, one per stream, each ordered behind its stream's Writes. Wait
+	 * as long as the connections live (a dead sender ends them). */
+	for (uint32_t i = 0; i < rxs.streams; i++)
+		if (rrecv_wait_done(&ss[i], i))
+			goto out;
 	st.seconds = rep_now() - t0;
+	st.streams = rxs.streams;
+	rep_tcp_info_scan(rdma_get_peer_addr(ss[0].rc.id), &st);
 
 	/* No more Writes may land while we verify. */
-	if (mr) {
-		ibv_dereg_mr(mr);
-		mr = NULL;
+	for (uint32_t i = 0; i < rxs.streams; i++) {
+		if (ss[i].mr) {
+			ibv_dereg_mr(ss[i].mr);
+			ss[i].mr = NULL;
+		}
 	}
-	memset(&ctl->result, 0, sizeof(ctl->result));
-	ctl->result.magic = htobe32(REP_MAGIC);
-	ctl->result.version = htobe16(REP_VERSION);
-	if (be32toh(ctl->done.magic) != REP_MAGIC || done_len < sizeof(ctl->done)) {
+	c0 = ss[0].ctl;
+	memset(&c0->result, 0, sizeof(c0->result));
+	c0->result.magic = htobe32(REP_MAGIC);
+	c0->result.version = htobe16(REP_VERSION);
+	status = REP_RESULT_OK;
+	for (uint32_t i = 0; i < rxs.streams; i++)
+		if (be32toh(ss[i].ctl->done.magic) != REP_MAGIC ||
+		    ss[i].done_len < sizeof(ss[i].ctl->done) ||
+		    ss[i].ctl->done.length != c0->done.length ||
+		    ss[i].ctl->done.crc != c0->done.crc)
+			status = REP_RESULT_PROTO;
+	if (status != REP_RESULT_OK) {
 		rep_err("bad final message from the sender");
-		status = REP_RESULT_PROTO;
 		err = 0;
 		crc = 0;
 		rep_dest_abort(&dest);
 	} else {
 		tv = rep_now();
-		status = rep_dest_finish(&dest, be64toh(ctl->done.length), be32toh(ctl->done.crc),
+		status = rep_dest_finish(&dest, be64toh(c0->done.length), be32toh(c0->done.crc),
 					 &crc, &err);
-		ctl->result.verify_us = htobe64((uint64_t)((rep_now() - tv) * 1e6));
+		c0->result.verify_us = htobe64((uint64_t)((rep_now() - tv) * 1e6));
 	}
-	ctl->result.status = htobe16((uint16_t)status);
-	ctl->result.err = htobe32((uint32_t)err);
-	ctl->result.crc = htobe32(crc);
+	c0->result.status = htobe16((uint16_t)status);
+	c0->result.err = htobe32((uint32_t)err);
+	c0->result.crc = htobe32(crc);
 	if (status != REP_RESULT_OK)
 		rep_err("%s: %s%s%s (length %llu, expected %llu; crc32c 0x%08x, expected 0x%08x); "
 			"removed %s.part",
 			o->path, rep_result_str(status), err ? ": " : "", err ? strerror(err) : "",
-			(unsigned long long)be64toh(ctl->done.length), (unsigned long long)size,
-			crc, be32toh(ctl->done.crc), o->path);
+			(unsigned long long)be64toh(c0->done.length), (unsigned long long)rxs.size,
+			crc, be32toh(c0->done.crc), o->path);
 
 	/* Tell the sender; best effort, our verdict stands either way. */
-	if (post_send(&rc, WR_SEND_RESULT, &ctl->result, sizeof(ctl->result), cmr->lkey) == 0) {
-		r = wait_wc(&rc, wc, 4, o->timeout ? o->timeout : REP_DEFAULT_TIMEOUT);
+	if (post_send(&ss[0].rc, WR_SEND_RESULT, &c0->result, sizeof(c0->result),
+		      ss[0].cmr->lkey) == 0) {
+		r = wait_wc(&ss[0].rc, wc, 4, o->timeout ? o->timeout : REP_DEFAULT_TIMEOUT);
 		if (r < 0 || wc[0].status != IBV_WC_SUCCESS)
 			rep_err("warning: could not send the result to the sender");
 	}
@@ -948,36 +1314,25 @@ int rep_rdma_recv(const struct rep_opts *o)
 	{
 		double deadline = rep_now() + BYE_SEC;
 
-		while (!rc.disconnected && rep_now() < deadline) {
-			if (get_cm_event(&rc, BYE_SEC, &ev))
+		while (!ss[0].rc.disconnected && rep_now() < deadline) {
+			if (get_cm_event(&ss[0].rc, BYE_SEC, &ev))
 				break;
-			note_cm_event(&rc, ev);
+			note_cm_event(&ss[0].rc, ev);
 		}
 	}
 	if (status == REP_RESULT_OK) {
-		st.bytes = size;
+		st.bytes = rxs.size;
 		st.crc = crc;
 		rep_print_result(o, &st);
 		ret = 0;
 	}
-bye:
-	say_bye(&rc);
-	goto out;
-reject:
-	acc.status = htobe16(REP_ACCEPT_REGISTER);
-	acc.err = htobe32((uint32_t)rej_err);
-	rdma_reject(rc.id, &acc, sizeof(acc));
 out:
-	if (rc.qp) {
-		rdma_destroy_qp(rc.id);
-		rc.qp = false;
-	}
-	if (mr)
-		ibv_dereg_mr(mr);
-	if (cmr)
-		ibv_dereg_mr(cmr);
-	rconn_destroy(&rc);
-	free(ctl);
-	rep_dest_abort(&dest);
+	for (uint32_t i = 0; i < rxs.streams; i++)
+		rrecv_close(&ss[i]);
+	rconn_destroy(&lrc);
+	if (ret && o->resume)
+		rep_dest_keep(&dest);
+	else
+		rep_dest_abort(&dest);
 	return ret;
 }

@@ -12,6 +12,7 @@
 #   --port PORT     both sides' --port (default: the tool's default)
 #   --timeout SEC   bound on the whole transfer (default 120)
 #   --logdir DIR    keep recv.log / send.log there (default: a temp dir, removed)
+#   --send-arg ARG  one more argument for the sender only (e.g. --streams 4); repeatable
 # Prints the sender's final line on stdout. Exit status: 0 when both sides
 # succeeded, 1 when either failed (logs are shown on stderr), 2 on bad usage.
 set -u
@@ -19,6 +20,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin="$here/../../build/bin/uiwarp-replicate"
 recv_ns="" send_ns="" bind="" port="" total=120 logdir=""
+send_only=()
 
 die() { echo "run-pair: $*" >&2; exit 2; }
 
@@ -31,7 +33,8 @@ while [ $# -gt 0 ]; do
 	--port) port=$2; shift 2 ;;
 	--timeout) total=$2; shift 2 ;;
 	--logdir) logdir=$2; shift 2 ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--send-arg) send_only+=("$2"); shift 2 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--) break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -92,7 +95,8 @@ if [ "$ready" != 1 ]; then
 	exit 1
 fi
 
-in_ns "$send_ns" timeout --foreground -k 5 $((total + 5)) "$bin" send "${common[@]}" "$src" "$host" \
+in_ns "$send_ns" timeout --foreground -k 5 $((total + 5)) "$bin" send "${common[@]}" \
+	${send_only[@]+"${send_only[@]}"} "$src" "$host" \
 	>"$logdir/send.out" 2>"$logdir/send.log" </dev/null
 src_rc=$?
 

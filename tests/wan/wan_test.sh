@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tests of the emulated WAN (scripts/wan.sh), each on a path of its own
-# (namespaces "uiwt<pid>-a/-r/-b", deleted on exit).
+# (namespaces "uiwt<pid>-a/-r/-b", "rw<pid>-…" for streams, deleted on exit).
 #   check      plain TCP first: with 10 ms each way and 200 Mbit/s, a TCP
 #              ping-pong's median RTT is 20–30 ms and a 32 MiB copy
 #              (uiwarp-replicate --tcp) runs at no more
@@ -10,6 +10,14 @@
 #              loss: RDMA Writes and the --tcp mode each copy 64 MiB, the
 #              copies equal the source; both rates are printed (a figure,
 #              not asserted: speed is the benchmark suite's job)
+#   streams    uiwarp-replicate --streams 4 over 10 ms each way, 200 Mbit/s,
+#              0.5 % loss each way: RDMA and --tcp each copy 16 MiB, the copies
+#              equal the source, and the sender's final line states "streams
+#              4", an rtt of at least 15 ms over 4 connections and more than 0
+#              retransmitted segments (TCP_INFO of the 4 connections); then
+#              --resume: a sender that dies after 6 of 64 chunks leaves
+#              dst.part (no dst), and the restarted copy sends only part of
+#              the chunks and ends identical
 # Env: UIW_BUILD, UIW_SRC. Root, iptables and uiwarp-wan-delay, else 77.
 set -u
 MODE=${1:-check}
@@ -17,6 +25,7 @@ UIW_SRC=${UIW_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 UIW_BUILD=${UIW_BUILD:-$UIW_SRC/build}
 export UIW_BUILD
 NAME=uiwt$$
+[ "$MODE" = streams ] && NAME=rw$$
 WAN=("$UIW_SRC/scripts/wan.sh")
 TMP=$(mktemp -d "/tmp/$NAME.XXXXXX")
 REP=$UIW_BUILD/bin/uiwarp-replicate
@@ -82,11 +91,14 @@ print("%.2f" % statistics.median(rtts[1:]))
 EOF
 }
 
-# copy MODE_FLAG MIB PORT: uiwarp-replicate from B to A; prints its MiB/s
+# copy "FLAGS" MIB PORT [SENDER FLAGS...]: uiwarp-replicate from B to A (FLAGS
+# for both sides, split at spaces); prints its MiB/s; the sender's output stays
+# in $TMP/send$PORT.out
 copy() {
 	local mib=$2 port=$3 out
 	local flag=()
-	[ -n "$1" ] && flag=("$1")
+	read -ra flag <<<"$1"
+	local sflag=("${@:4}")
 	local src=$TMP/src.bin dst=$TMP/dst$port.bin
 	[ -f "$src" ] || head -c $((mib * 1048576)) /dev/urandom >"$src"
 	ip netns exec "$NAME-a" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" recv "${flag[@]}" \
@@ -95,7 +107,8 @@ copy() {
 	PIDS+=("$rp")
 	sleep 0.5
 	ip netns exec "$NAME-b" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" send "${flag[@]}" \
-		--port "$port" --quiet --timeout 120 "$src" 198.51.100.1 >"$TMP/send$port.out" 2>&1 ||
+		${sflag[@]+"${sflag[@]}"} --port "$port" --quiet --timeout 120 "$src" 198.51.100.1 \
+		>"$TMP/send$port.out" 2>&1 ||
 		{
 			cat "$TMP/send$port.out" "$TMP/recv$port.out" >&2
 			fail "copy ${flag[*]} failed"
@@ -130,6 +143,45 @@ replicate)
 	r1=$(copy "" 64 24011)
 	r2=$(copy --tcp 64 24012)
 	log "64 MiB over 20 ms RTT, 200 Mbit/s, 0.01 % loss: uiwarp $r1 MiB/s, --tcp $r2 MiB/s"
+	;;
+streams)
+	up --rate 200mbit --delay-ms 10 --loss 0.005
+	for f in "" --tcp; do
+		port=$((24021 + ${#f}))
+		r=$(copy "$f" 16 "$port" --streams 4) || exit 1
+		line=$(grep 'sent 16777216 bytes' "$TMP/send$port.out") ||
+			fail "no final line: $(cat "$TMP/send$port.out")"
+		log "16 MiB, --streams 4 ${f:-(rdma)}, 20 ms RTT, 0.5 % loss: $r MiB/s; ${line#*; }"
+		rtt=$(sed -n 's/.*streams 4, rtt \([0-9.]*\) ms (4 connections), retrans \([0-9]*\) segments.*/\1 \2/p' \
+			<<<"$line")
+		[ -n "$rtt" ] || fail "final line lacks streams 4 / rtt / 4 connections / retrans: $line"
+		read -r rtt retrans <<<"$rtt"
+		awk -v r="$rtt" 'BEGIN { exit !(r >= 15) }' || fail "rtt $rtt ms below the path's 20 ms"
+		[ "$retrans" -gt 0 ] || fail "no retransmitted segments reported under 0.5 % loss"
+	done
+	# --resume over the path: the sender dies after 6 of 64 chunks (--stop-after),
+	# the receiver keeps dst.part, the restarted copy skips what arrived intact
+	dst=$TMP/dst24031.bin
+	ip netns exec "$NAME-a" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" recv --resume \
+		--bind 198.51.100.1 --port 24031 --timeout 60 "$dst" >"$TMP/recv24031.out" 2>&1 &
+	rp=$!
+	PIDS+=("$rp")
+	sleep 0.5
+	ip netns exec "$NAME-b" timeout 150 "$UIW_BUILD/bin/uiwarp-run" "$REP" send --resume \
+		--streams 4 --chunk 256k --window 2 --stop-after 6 --port 24031 --quiet --timeout 60 "$TMP/src.bin" \
+		198.51.100.1 >"$TMP/send24031.out" 2>&1
+	src_rc=$?
+	wait "$rp"
+	[ "$src_rc" = 3 ] || fail "sender with --stop-after 6 exited $src_rc: $(cat "$TMP/send24031.out")"
+	[ -e "$dst" ] && fail "$dst exists after the interrupted copy"
+	[ -e "$dst.part" ] || fail "no dst.part kept: $(cat "$TMP/recv24031.out")"
+	# copy() reuses $dst (its name comes from the port) and checks the result
+	r=$(copy --resume 16 24031 --streams 4 --chunk 256k) || exit 1
+	line=$(grep 'sent 16777216 bytes' "$TMP/send24031.out")
+	log "resumed after --stop-after 6: $r MiB/s; ${line#*; }"
+	read -r sent skipped < <(sed -n 's/.*chunks sent \([0-9]*\) skipped \([0-9]*\).*/\1 \2/p' <<<"$line")
+	[ "$((sent + skipped))" = 64 ] && [ "$skipped" -ge 1 ] && [ "$sent" -ge 1 ] ||
+		fail "resume sent ${sent:-?} and skipped ${skipped:-?} of 64 chunks"
 	;;
 *) fail "unknown mode $MODE" ;;
 esac
