@@ -306,7 +306,7 @@ static int body_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, uint32_t qn
 	return 0;
 }
 
-/* RFC 5040 §6.5, RFC 6581 §5, RFC 7306 §5: is there no room for one more
+/* RFC 5040 §6.1 / §5.2.2, RFC 6581 §4.1, RFC 7306 §5.2.2: is there no room for one more
  * inbound Read or Atomic Request? A request counts against IRD from its
  * receipt until its response has been handed to the stream in full. The
  * peer's ORD count drops when it has received the last byte of a response,
@@ -367,7 +367,9 @@ static int read_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct
 	qp->rx_stall_end = 0;
 	qp->rxq[DDP_QN_READ_REQ].msn++;
 	if (full) {
-		/* RFC 5040 §6.5: more outstanding Reads than the negotiated IRD */
+		/* more outstanding Reads than the negotiated IRD: QN 1 has IRD
+		 * buffers (RFC 5040 §5.2.2), so this Request's MSN lies past
+		 * the last one, RFC 5041 §7.1 check 5 (docs/conformance.md) */
 		t->layer = RDMAP_LAYER_DDP;
 		t->etype = DDP_ETYPE_UNTAGGED;
 		t->ecode = DDP_UNTAGGED_MSN_RANGE;
@@ -467,9 +469,9 @@ static int atomic_req_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 	return body_begin(qp, s, RDMAP_QN_ATOMIC_REQ, sizeof(struct rdmap_atomic_req), t);
 }
 
-/* RFC 7306 §5.3: executes an Atomic Request (QN 1) and queues its Atomic
- * Response; checks like an RDMA Read (IRD, STag, access, bounds) plus
- * 8-byte alignment of the target. */
+/* RFC 7306 §5.2.1 / §5.2.2: executes an Atomic Request (QN 1) and queues
+ * its Atomic Response; checks like an RDMA Read (IRD, STag, access,
+ * bounds) plus 8-byte alignment of the target (§8.2). */
 static int atomic_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	struct rdmap_atomic_req ar;
@@ -498,8 +500,14 @@ static int atomic_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, stru
 		e.ecode = RDMAP_ECODE_STAG_NOT_ASSOC;
 	} else if (r == DDP_STAG_ACCESS) {
 		e.ecode = RDMAP_ECODE_ACCESS;
-	} else if (r != DDP_STAG_OK || (to & 7)) {
+	} else if (r != DDP_STAG_OK) {
 		e.ecode = RDMAP_ECODE_BASE_BOUNDS;
+	} else if (to & 7) {
+		/* RFC 7306 §8.2: a target not 64-bit aligned is an RDMAP
+		 * Remote Operation Error, "Catastrophic error, localized to
+		 * RDMAP Stream" (checked after the STag, access and bounds) */
+		e.etype = RDMAP_ETYPE_REMOTE_OP;
+		e.ecode = RDMAP_ECODE_CATASTROPHIC_STREAM;
 	} else {
 		ok = true;
 	}

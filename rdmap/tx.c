@@ -242,7 +242,7 @@ static void batch_done(struct uiw_qp *qp)
 		}
 		uiw_sq_reap(qp);
 	}
-	/* responses in the stream stop counting against IRD (RFC 5040 §6.5);
+	/* responses in the stream stop counting against IRD (RFC 5040 §6.1);
 	 * a Read Request waiting for room may go on */
 	bool freed = false;
 	while (qp->irq_head != qp->tx_irq_end && qp->irq_head != qp->irq_next) {

@@ -1018,16 +1018,17 @@ def _atomic_bad_to(where):
     at a Remote Tagged Offset the responder may not touch: "misaligned" (not
     8-byte aligned, inside the MR), "end" (8 bytes that straddle the MR's
     end), "past" (the first offset after the MR), "below" (8 bytes before
-    its base). RFC 7306 wants 8-byte aligned atomics inside the STag's
-    region; the engine answers RDMAP remote protection, base or bounds
-    violation (0/1/0x01, rdmap/rx.c:rx_atomic_req) with the DDP header
-    echoed, and nothing of the MR changes (changed=0)."""
+    its base). Outside the STag's region: RDMAP remote protection, base or
+    bounds violation (0/1/0x01); inside but not 64-bit aligned: RFC 7306
+    §8.2's RDMAP Remote Operation Error, "Catastrophic error, localized to
+    RDMAP Stream" (0/2/0x07; rdmap/rx.c:atomic_req_finish). The DDP header
+    is echoed (§8.1), and nothing of the MR changes (changed=0)."""
     def run(sock, c):
         to = {"misaligned": c.iova + 68, "end": c.iova + c.length - 4,
               "past": c.iova + c.length, "below": c.iova - 8}[where]
         u = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 1, 0, atomic_req(c.stag, to))
         send_fpdus(sock, u)
-        return err([(RDMAP, RP_PROT, 0x01)], u)
+        return err([(RDMAP, 2, 0x07) if where == "misaligned" else (RDMAP, RP_PROT, 0x01)], u)
     run.__doc__ = _atomic_bad_to.__doc__
     return run
 
