@@ -6,6 +6,8 @@
  * reference so a concurrent dereg never frees an MR being placed into.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "rdmap/internal.h"
@@ -33,15 +35,54 @@ int uiw_pd_free(struct uiw_pd *pd)
 	return 0;
 }
 
+/* Is [addr, addr + length) mapped, every page readable and, when write,
+ * writable? Reads /proc/self/maps (ascending, one mapping a line) and
+ * walks the mappings that cover the range: a gap or a mapping without the
+ * rights ends it. What an RNIC's driver does by pinning the pages
+ * (ib_umem_get fails with EFAULT); uiwarp reads and writes the memory from
+ * the process itself, so the mapping is what it can check. 0 yes,
+ * -EFAULT no, -errno when the maps cannot be read. */
+static int range_mapped(const void *addr, uint64_t length, bool write)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -errno;
+	uint64_t cur = (uintptr_t)addr, end = cur + length;
+	char line[512];
+	int rc = -EFAULT;
+	while (cur < end && fgets(line, sizeof(line), f)) {
+		uint64_t lo, hi;
+		char perms[8];
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi, perms) != 3)
+			continue; /* the rest of an over-long line */
+		if (hi <= cur)
+			continue;
+		if (lo > cur || perms[0] != 'r' || (write && perms[1] != 'w'))
+			break;
+		cur = hi;
+	}
+	if (cur >= end)
+		rc = 0;
+	fclose(f);
+	return rc;
+}
+
 int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, unsigned access,
 	       struct uiw_mr **out)
 {
-	if (!pd || (!addr && length))
+	if (!pd || (!addr && length) || (addr && !length))
 		return -EINVAL;
 	if ((access & UIW_ACCESS_REMOTE_WRITE) && !(access & UIW_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
-	if (iova + length < iova)
+	if (iova + length < iova || (uintptr_t)addr + length < (uintptr_t)addr)
 		return -EINVAL;
+	if (addr) {
+		int rc = range_mapped(addr, length,
+				      access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
+						UIW_ACCESS_REMOTE_ATOMIC));
+		if (rc)
+			return rc;
+	}
 	struct uiw_mr_int *mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;

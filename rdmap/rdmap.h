@@ -47,8 +47,12 @@ struct uiw_mr {
 };
 
 /* Registers addr[0..length) with access (UIW_ACCESS_*), addressed as iova.
- * REMOTE_WRITE without LOCAL_WRITE is -EINVAL (verbs rule). Returns 0 and
- * *out, or -EINVAL, -ENOMEM. RFC 5040 §5.1 (STag), RFC 5041 §3. */
+ * REMOTE_WRITE without LOCAL_WRITE is -EINVAL (verbs rule), so is a length
+ * of 0 (addr NULL with length 0: an MR with no memory, for memory
+ * windows). The range must be mapped, readable, and writable when access
+ * has LOCAL_WRITE, REMOTE_WRITE or REMOTE_ATOMIC, else -EFAULT (as an RNIC
+ * driver that cannot pin it). Returns 0 and *out, or -EINVAL, -EFAULT,
+ * -ENOMEM. RFC 5040 §5.1 (STag), RFC 5041 §3. */
 int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, unsigned access,
 	       struct uiw_mr **out);
 /* Invalidates the STag, then frees. 0, -EINVAL, -EBUSY (memory windows

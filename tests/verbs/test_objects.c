@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <infiniband/verbs.h>
@@ -173,6 +174,50 @@ static void test_mr(void **state)
 
 	assert_int_equal(ibv_dereg_mr(mr), 0);
 	free(buf);
+}
+
+/* ibv_reg_mr refuses memory it could not pin (issue 13): a range running
+ * past the mapping (2^46 bytes over 64 KiB), length 0, pages unmapped, a
+ * read-only mapping asked for write access; a read-only mapping is fine
+ * for REMOTE_READ. */
+static void test_mr_range(void **state)
+{
+	struct fix *f = *state;
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m =
+	    mmap(NULL, 3 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+
+	assert_true(m != MAP_FAILED);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m, (size_t)1 << 46, IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EFAULT);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m, 0, IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EINVAL);
+	/* the middle page goes: the whole range and the page itself fail */
+	assert_int_equal(munmap(m + pg, (size_t)pg), 0);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m, 3 * (size_t)pg, IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EFAULT);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m + pg + 16, 16, 0));
+	assert_int_equal(errno, EFAULT);
+	/* the last page read-only: no write access, remote read yes */
+	assert_int_equal(mprotect(m + 2 * pg, (size_t)pg, PROT_READ), 0);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m + 2 * pg, (size_t)pg, IBV_ACCESS_LOCAL_WRITE));
+	assert_int_equal(errno, EFAULT);
+	mr = ibv_reg_mr(f->pd, m + 2 * pg, (size_t)pg, IBV_ACCESS_REMOTE_READ);
+	assert_non_null(mr);
+	assert_int_equal(ibv_dereg_mr(mr), 0);
+	/* PROT_NONE: nothing */
+	assert_int_equal(mprotect(m, (size_t)pg, PROT_NONE), 0);
+	errno = 0;
+	assert_null(ibv_reg_mr(f->pd, m, (size_t)pg, 0));
+	assert_int_equal(errno, EFAULT);
+	munmap(m, (size_t)pg);
+	munmap(m + 2 * pg, (size_t)pg);
 }
 
 static void test_cq(void **state)
@@ -532,6 +577,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pd_not_live, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mr_range, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cq, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_comp_channel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_qp, setup, teardown),

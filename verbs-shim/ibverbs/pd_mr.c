@@ -191,8 +191,10 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
  * optional range is ignored); the peer addresses it by virtual address, or
  * from 0 with IBV_ACCESS_ZERO_BASED. lkey = rkey = the engine STag.
  * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
- * LOCAL_WRITE; pd NULL, freed or not a PD), EOPNOTSUPP (ON_DEMAND), ENOMEM. IBV_ACCESS_MW_BIND lets
- * memory windows be bound to the MR. */
+ * LOCAL_WRITE; length 0; pd NULL, freed or not a PD), EFAULT (a page of the
+ * range not mapped, or not writable while a write access is asked for, as
+ * a driver that cannot pin it), EOPNOTSUPP (ON_DEMAND), ENOMEM.
+ * IBV_ACCESS_MW_BIND lets memory windows be bound to the MR. */
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
