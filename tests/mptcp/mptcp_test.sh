@@ -16,13 +16,20 @@
 #             the copy was still running when cut, and neither side logs
 #             an error (no WR flushed or failed)
 #   cut2      the same with path 2 (the joined subflow's) cut
+#   endpoint  mp_paths.sh's default second subflow, from the client's
+#             `subflow` endpoint to the server's listening port: rping -V
+#             (which keeps listening) ping-pongs 200 × 60000 bytes,
+#             verified, over 2 subflows
 #   fallback  an MPTCP client and a plain server, then a plain client and
 #             an MPTCP server: both copies verify over plain TCP and the
 #             MPTCP side says so (UIWARP_LOG=info); then with
 #             net.mptcp.enabled=0 in both hosts an MPTCP client and server
 #             get plain TCP sockets (warning logged) and the copy verifies
 # Env: UIW_BUILD, UIW_SRC, MPT_RATE. Root, MPTCP (net.mptcp.enabled
-# present), `ip mptcp`, iptables and uiwarp-wan-delay, else exit 77.
+# present), `ip mptcp`, iptables and uiwarp-wan-delay (endpoint: rping),
+# else exit 77. paths, cut1, cut2 and fallback use mp_paths.sh
+# --signal-port (uiwarp-replicate recv closes its listener after one
+# connection, so a client endpoint's join would be reset).
 set -u
 MODE=${1:-paths}
 UIW_SRC=${UIW_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -51,8 +58,11 @@ command -v iptables >/dev/null || skip "iptables not installed"
 
 up() {
 	MP_DELAY_SECS=300 bash "${PATHS[@]}" up --name "$NAME" --rate "$RATE" --delay1-ms 5 \
-		--delay2-ms 10 --signal-port 24199 "$@" || fail "mp_paths.sh up"
+		--delay2-ms 10 "$@" || fail "mp_paths.sh up"
 }
+# the second subflow from the server's announced address with a port of
+# its own: uiwarp-replicate recv closes its listener after one connection
+up_signal() { up --signal-port 24199; }
 
 # start_copy CLIENT_MPTCP SERVER_MPTCP MIB PORT: uiwarp-replicate recv in
 # N-b and send in N-a, in the background (SEND_PID, RECV_PID)
@@ -132,7 +142,7 @@ sent_bytes() {
 # cut_test PATH: see cut1 / cut2 above
 cut_test() {
 	local path=$1 mib=192 port=$((24110 + $1)) i b1 b2 dropped
-	up
+	up_signal
 	start_copy 1 1 $mib $port
 	subflows_seen || fail "no second subflow"
 	# both paths carry data (8 MB each past the routers)
@@ -160,7 +170,7 @@ cut_test() {
 
 case $MODE in
 paths)
-	up
+	up_signal
 	start_copy 0 0 128 24101
 	end_copy 128 24101
 	r_tcp=$COPY_RATE
@@ -183,7 +193,7 @@ paths)
 cut1) cut_test 1 ;;
 cut2) cut_test 2 ;;
 fallback)
-	up
+	up_signal
 	start_copy 1 0 16 24121
 	end_copy 16 24121
 	grep -q "stream: plain TCP, no Multipath TCP" "$TMP/send24121.out" ||
@@ -204,6 +214,26 @@ fallback)
 			fail "$f: not reported as plain TCP"
 	done
 	log "net.mptcp.enabled=0: plain TCP sockets (warned), copy verified"
+	;;
+endpoint)
+	# the client's subflow endpoint (mp_paths.sh's default) joins the
+	# server's listening port, which rping -s keeps open
+	up
+	command -v rping >/dev/null || skip "rping not installed (rdmacm-utils)"
+	UIWARP_MPTCP=1 ip netns exec "$NAME-b" timeout 100 "$RUN" rping -s -a $SRV -p 24131 \
+		-C 200 -S 60000 -V >"$TMP/rping_s.out" 2>&1 &
+	spid=$!
+	PIDS+=("$spid")
+	sleep 1
+	UIWARP_MPTCP=1 UIWARP_LOG=info ip netns exec "$NAME-a" timeout 100 "$RUN" rping -c \
+		-a $SRV -p 24131 -C 200 -S 60000 -V >"$TMP/rping_c.out" 2>&1 &
+	cpid=$!
+	PIDS+=("$cpid")
+	subflows_seen || fail "no second subflow from the client's endpoint"
+	wait "$cpid" || { cat "$TMP/rping_c.out" >&2; fail "rping client exited $?"; }
+	wait "$spid" || { cat "$TMP/rping_s.out" >&2; fail "rping server exited $?"; }
+	grep -q "stream: Multipath TCP" "$TMP/rping_c.out" || fail "the client did not get MPTCP"
+	log "rping -V: 200 verified 60000-byte ping-pongs over 2 subflows"
 	;;
 *) fail "unknown mode $MODE" ;;
 esac
