@@ -177,7 +177,8 @@ static void log_mptcp(int fd)
 	uiw_log(UIW_LOG_INFO, uiw_log_tuple(fd, t, sizeof(t)), "%s",
 		uiw_tcp_mptcp_state(fd, NULL) == 1
 		    ? "stream: Multipath TCP (the path manager adds subflows)"
-		    : "stream: plain TCP, no Multipath TCP (the peer does not speak it)");
+		    : "stream: plain TCP, no Multipath TCP (the peer, or this kernel, does not "
+		      "speak it)");
 }
 
 static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,

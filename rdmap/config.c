@@ -95,8 +95,8 @@ static void config_load(void)
 	cfg.tcp.notsent_lowat = b > 0 && b <= INT_MAX ? (int)b : 0;
 	cfg.tcp.tos = -1;
 	b = env_long("UIWARP_DEAD_PEER_MS", UIW_DEAD_PEER_MS_DEFAULT);
-	cfg.tcp.mptcp = env_long("UIWARP_MPTCP", 0) != 0;
 	cfg.tcp.dead_peer_ms = b >= 0 && b <= 24L * 3600 * 1000 ? (int)b : UIW_DEAD_PEER_MS_DEFAULT;
+	cfg.tcp.mptcp = env_long("UIWARP_MPTCP", 0) != 0;
 }
 
 const struct uiw_config *uiw_config_get(void)

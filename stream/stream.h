@@ -127,9 +127,10 @@ struct uiw_stream *uiw_stream_tcp(int fd);
 void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o);
 
 /* Whether the connected socket fd carries Multipath TCP now: 1 with
- * *subflows (when not NULL) the count of established TCP subflows besides
- * the first as the kernel reports it (struct mptcp_info mptcpi_subflows,
- * getsockopt SOL_MPTCP MPTCP_INFO, linux/mptcp.h), 0 for plain TCP (not an
+ * *subflows (when not NULL) the count of TCP subflows the path manager
+ * added to the first (opened or being opened; struct mptcp_info
+ * mptcpi_subflows, getsockopt SOL_MPTCP MPTCP_INFO, linux/mptcp.h; ss -M
+ * shows it as subflows:N), 0 for plain TCP (not an
  * IPPROTO_MPTCP socket, or one that fell back because the peer or a
  * middlebox does not speak MPTCP, RFC 8684 §3.7), or -errno from
  * getsockopt (-EBADF, -ENOTSOCK). */
