@@ -38,8 +38,8 @@
 #          path 1 and path 2 may differ. Default 0: no delay program.
 # cut puts `iptables -I FORWARD 1 -j DROP` (comment mpcut) on that path's
 # router: a path that dies in the middle, the links stay up; restore takes
-# it out. Root only. `down` kills the delay programs and deletes the
-# namespaces; `up` first does a `down`.
+# it out. Root only. `down` kills the delay programs, deletes their logs
+# (/run/uiwarp-mptcp) and the namespaces; `up` first does a `down`.
 #
 # Env: UIW_BUILD (default build/ beside the sources) for uiwarp-wan-delay;
 # MP_DELAY_SECS bounds the delay programs' lifetime (default 3600 s).
@@ -55,7 +55,7 @@ PATHNO=""
 SIGNAL_PORT=""
 
 usage() {
-	sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,45p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit "${1:-2}"
 }
 
@@ -90,6 +90,7 @@ down() {
 		kill "$(cat "$f")" 2>/dev/null || true
 		rm -f "$f"
 	done
+	rm -f "$PIDDIR/$NAME".*.log
 	for ns in "$NA" "$NB" "$NR1" "$NR2"; do
 		ip netns del "$ns" 2>/dev/null || true
 	done
