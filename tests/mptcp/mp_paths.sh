@@ -84,10 +84,18 @@ PIDDIR=/run/uiwarp-mptcp
 mkdir -p "$PIDDIR"
 
 down() {
-	local f ns
+	local f ns pid i
 	for f in "$PIDDIR/$NAME".*.pid; do
 		[ -e "$f" ] || continue
-		kill "$(cat "$f")" 2>/dev/null || true
+		pid=$(cat "$f")
+		# the pid is timeout's (-k 3): it passes the TERM on and kills
+		# the delay program 3 s later if that is still there (an ASan
+		# build's exit once hung in LeakSanitizer's tracer)
+		kill "$pid" 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
 		rm -f "$f"
 	done
 	rm -f "$PIDDIR/$NAME".*.log
@@ -100,7 +108,7 @@ down() {
 delay() {
 	local ns=$1 ms=$2 log=$PIDDIR/$NAME.$1.log i
 	ip netns exec "$ns" iptables -A FORWARD -j NFQUEUE --queue-num 7
-	ip netns exec "$ns" timeout "${MP_DELAY_SECS:-3600}" "$UIW_BUILD/bin/uiwarp-wan-delay" \
+	ip netns exec "$ns" timeout -k 3 "${MP_DELAY_SECS:-3600}" "$UIW_BUILD/bin/uiwarp-wan-delay" \
 		-q 7 -d $((ms * 1000)) -v >"$log" 2>&1 &
 	echo $! >"$PIDDIR/$NAME.$ns.pid"
 	for ((i = 0; i < 50; i++)); do
