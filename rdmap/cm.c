@@ -166,6 +166,21 @@ static struct uiw_tcp_opts conn_opts(const struct uiw_conn_param *param)
 	return o;
 }
 
+/* UIWARP_MPTCP: says (UIWARP_LOG=info) whether the connected socket fd
+ * carries Multipath TCP or plain TCP (the peer, or this kernel, does not
+ * speak it: the fallback of RFC 8684 §3.7). */
+static void log_mptcp(int fd)
+{
+	if (!uiw_config_get()->tcp.mptcp || !uiw_log_on(UIW_LOG_INFO))
+		return;
+	char t[128];
+	uiw_log(UIW_LOG_INFO, uiw_log_tuple(fd, t, sizeof(t)), "%s",
+		uiw_tcp_mptcp_state(fd, NULL) == 1
+		    ? "stream: Multipath TCP (the path manager adds subflows)"
+		    : "stream: plain TCP, no Multipath TCP (the peer, or this kernel, does not "
+		      "speak it)");
+}
+
 static int tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,
 		       const struct uiw_conn_param *param)
 {
@@ -226,6 +241,7 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		connect_failed(qp, dst, "TCP connect", fd, false);
 		return fd;
 	}
+	log_mptcp(fd);
 	struct uiw_stream *s = uiw_stream_tcp(fd);
 	if (!s) {
 		close(fd);
@@ -383,6 +399,7 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 		if (fd < 0)
 			continue;
 		uiw_tcp_apply_opts(fd, &cfg->tcp);
+		log_mptcp(fd);
 		struct uiw_stream *s = uiw_stream_tcp(fd);
 		if (!s) {
 			close(fd);

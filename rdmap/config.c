@@ -15,6 +15,7 @@
  * | UIWARP_TCP_NOTSENT_LOWAT | (system) | TCP_NOTSENT_LOWAT (bytes)                  |
  * | UIWARP_DEAD_PEER_MS   | 30000   | dead-peer bound: TCP_USER_TIMEOUT + keepalive  |
  * |                       |         | (0: the kernel's defaults)                     |
+ * | UIWARP_MPTCP          | 0       | 1: Multipath TCP sockets (plain TCP fallback)  |
  * | UIWARP_RFC7306        | 0       | offer RFC 7306 (Immediate Data, Atomics)       |
  * | UIWARP_MPA_MARKERS    | 1       | 0 no markers (reject a peer's M), 1 honour a   |
  * |                       |         | peer's M, 2 also ask for markers (RFC 5044 §5)  |
@@ -95,6 +96,7 @@ static void config_load(void)
 	cfg.tcp.tos = -1;
 	b = env_long("UIWARP_DEAD_PEER_MS", UIW_DEAD_PEER_MS_DEFAULT);
 	cfg.tcp.dead_peer_ms = b >= 0 && b <= 24L * 3600 * 1000 ? (int)b : UIW_DEAD_PEER_MS_DEFAULT;
+	cfg.tcp.mptcp = env_long("UIWARP_MPTCP", 0) != 0;
 }
 
 const struct uiw_config *uiw_config_get(void)

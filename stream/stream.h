@@ -103,6 +103,13 @@ struct uiw_tcp_opts {
 	 * bound plus one probe interval). RFC 5482, RFC 1122 §4.2.3.6. */
 	int dead_peer_ms;
 	int tos; /* IP_TOS / IPV6_TCLASS byte (0..255), -1 for the system's */
+	/* Multipath TCP (RFC 8684; UIWARP_MPTCP): uiw_tcp_connect and
+	 * uiw_tcp_listen create IPPROTO_MPTCP sockets, plain TCP when the
+	 * kernel refuses (net.mptcp.enabled=0, no CONFIG_MPTCP). A connection
+	 * whose peer does not speak MPTCP falls back to plain TCP in the
+	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the dead-peer
+	 * bound rests on keepalive alone): docs/wan.md. */
+	bool mptcp;
 };
 
 /* Wraps a connected TCP socket: sets O_NONBLOCK and TCP_NODELAY (best
@@ -119,17 +126,29 @@ struct uiw_stream *uiw_stream_tcp(int fd);
  * SO_RCVBUF are capped by net.core.wmem_max / rmem_max). */
 void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o);
 
+/* Whether the connected socket fd carries Multipath TCP now: 1 with
+ * *subflows (when not NULL) the count of TCP subflows the path manager
+ * added to the first (opened or being opened; struct mptcp_info
+ * mptcpi_subflows, getsockopt SOL_MPTCP MPTCP_INFO, linux/mptcp.h; ss -M
+ * shows it as subflows:N), 0 for plain TCP (not an
+ * IPPROTO_MPTCP socket, or one that fell back because the peer or a
+ * middlebox does not speak MPTCP, RFC 8684 §3.7), or -errno from
+ * getsockopt (-EBADF, -ENOTSOCK). */
+int uiw_tcp_mptcp_state(int fd, int *subflows);
+
 /* A connected TCP socket to dst (from src when not NULL, SO_REUSEADDR),
- * within timeout_ms. A refused connect (nothing listens yet) is retried
- * with backoff (1, 2, 4 .. 64 ms) for up to retry_ms. Returns the socket
- * (non-blocking, CLOEXEC) or -errno: -ECONNREFUSED, -ETIMEDOUT,
- * -EHOSTUNREACH, -ENETUNREACH, ... */
+ * within timeout_ms; IPPROTO_MPTCP when o->mptcp (see there). A refused
+ * connect (nothing listens yet) is retried with backoff (1, 2, 4 .. 64 ms)
+ * for up to retry_ms. Returns the socket (non-blocking, CLOEXEC) or
+ * -errno: -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENETUNREACH, ... */
 int uiw_tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int timeout_ms,
 		    int retry_ms, const struct uiw_tcp_opts *o);
 
 /* A listening TCP socket on addr (SO_REUSEADDR; an IPv6 address also takes
- * IPv4 unless v6only), backlog connections (<= 0: 64). Returns the socket
- * (non-blocking, CLOEXEC) or -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+ * IPv4 unless v6only), backlog connections (<= 0: 64); IPPROTO_MPTCP when
+ * o->mptcp (it accepts plain TCP clients too, as fallback connections).
+ * Returns the socket (non-blocking, CLOEXEC) or -errno (-EADDRINUSE,
+ * -EADDRNOTAVAIL, ...). */
 int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
 		   const struct uiw_tcp_opts *o);
 

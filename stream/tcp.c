@@ -7,13 +7,19 @@
  * batch of FPDUs goes out when it is handed over (the engine batches FPDUs
  * itself). abort() is shutdown(SHUT_RDWR): a thread waiting on the
  * descriptor wakes up, and the descriptor stays valid until destroy().
+ *
+ * With uiw_tcp_opts.mptcp the sockets are IPPROTO_MPTCP (RFC 8684): the
+ * same calls, one byte stream over as many TCP subflows as the kernel's
+ * path manager opens (`ip mptcp endpoint`, docs/wan.md).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mptcp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +205,71 @@ static const struct uiw_stream_ops tcp_ops = {
     .destroy = tcp_destroy,
 };
 
+/* Logs msg once per process at level (the first caller's who). */
+static void log_once(atomic_flag *said, int level, const char *who, const char *msg)
+{
+	if (!atomic_flag_test_and_set(said))
+		uiw_log(level, who, "%s", msg);
+}
+
+/* True when fd is an IPPROTO_MPTCP socket (SO_PROTOCOL), fallback or not. */
+static bool is_mptcp_socket(int fd)
+{
+	int proto = 0;
+	socklen_t len = sizeof(proto);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) == 0 && proto == IPPROTO_MPTCP;
+}
+
+/* A non-blocking stream socket of family: IPPROTO_MPTCP when mptcp and
+ * the kernel has it, plain TCP otherwise (said once in the log: socket()
+ * fails with EPROTONOSUPPORT without CONFIG_MPTCP, ENOPROTOOPT when
+ * net.mptcp.enabled=0, EINVAL on old kernels). Returns it or -errno. */
+static int stream_socket(int family, bool mptcp)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	int type = SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK;
+
+	if (mptcp) {
+		int fd = socket(family, type, IPPROTO_MPTCP);
+		if (fd >= 0)
+			return fd;
+		if (errno != EPROTONOSUPPORT && errno != ENOPROTOOPT && errno != EINVAL)
+			return -errno;
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "stream: UIWARP_MPTCP: no Multipath TCP socket (%s: "
+			 "net.mptcp.enabled=0 or no CONFIG_MPTCP); plain TCP",
+			 strerror(errno));
+		log_once(&said, UIW_LOG_WARN, NULL, msg);
+	}
+	int fd = socket(family, type, 0);
+	return fd < 0 ? -errno : fd;
+}
+
+/* See stream/stream.h. */
+int uiw_tcp_mptcp_state(int fd, int *subflows)
+{
+	struct mptcp_info mi;
+	socklen_t len = sizeof(mi);
+	int proto = 0;
+	socklen_t pl = sizeof(proto);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) < 0)
+		return -errno;
+	if (proto != IPPROTO_MPTCP)
+		return 0;
+	memset(&mi, 0, sizeof(mi));
+	/* a fallen-back socket passes SOL_MPTCP on to its one TCP subflow,
+	 * which knows no such level (EOPNOTSUPP / ENOPROTOOPT) */
+	if (getsockopt(fd, SOL_MPTCP, MPTCP_INFO, &mi, &len) < 0 ||
+	    (mi.mptcpi_flags & MPTCP_INFO_FLAG_FALLBACK))
+		return 0;
+	if (subflows)
+		*subflows = mi.mptcpi_subflows;
+	return 1;
+}
+
 /* See stream/stream.h. */
 struct uiw_stream *uiw_stream_tcp(int fd)
 {
@@ -250,7 +321,14 @@ void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
 		int cnt = 10; /* unused: with TCP_USER_TIMEOUT set, the bound ends it */
 		idle = idle < 1 ? 1 : idle;
 		intvl = intvl < 1 ? 1 : intvl;
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+		if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut)) < 0 &&
+		    is_mptcp_socket(fd)) {
+			static atomic_flag said = ATOMIC_FLAG_INIT;
+			log_once(&said, UIW_LOG_INFO, NULL,
+				 "stream: MPTCP sockets take no TCP_USER_TIMEOUT: the dead-peer "
+				 "bound is keepalive's only (an idle connection); unacknowledged "
+				 "data waits for the kernel's retransmission limit");
+		}
 		(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
@@ -263,9 +341,9 @@ void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
 static int tcp_socket(const struct sockaddr *src, const struct sockaddr *dst,
 		      const struct uiw_tcp_opts *o)
 {
-	int fd = socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = stream_socket(dst->sa_family, o && o->mptcp);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	uiw_tcp_apply_opts(fd, o);
 	if (src) {
 		int one = 1;
@@ -339,9 +417,9 @@ int uiw_tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int 
 int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
 		   const struct uiw_tcp_opts *o)
 {
-	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = stream_socket(addr->sa_family, o && o->mptcp);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int one = 1, v6 = v6only ? 1 : 0;
 	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	uiw_tcp_apply_opts(fd, o);

@@ -31,25 +31,10 @@ TMP=$(mktemp -d "/tmp/$NAME.XXXXXX")
 REP=$UIW_BUILD/bin/uiwarp-replicate
 PIDS=()
 
-log() { printf '[%s wan %s] %s\n' "$(date -u +%H:%M:%S)" "$MODE" "$*"; }
-fail() {
-	log "FAIL: $*"
-	exit 1
-}
-skip() {
-	log "SKIP: $*"
-	exit 77
-}
-cleanup() {
-	local rc=$?
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	bash "${WAN[@]}" down --name "$NAME" >/dev/null 2>&1
-	[ "$rc" = 0 ] && rm -rf "$TMP"
-	[ "$rc" = 0 ] || log "kept $TMP"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+TEST_AREA=wan
+net_down() { bash "${WAN[@]}" down --name "$NAME"; }
+# shellcheck source=../netns_lib.sh
+. "$UIW_SRC/tests/netns_lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root"
 command -v iptables >/dev/null || skip "iptables not installed"
