@@ -111,7 +111,7 @@ up() {
 	fi
 	if [ "$DELAY_MS" != 0 ]; then
 		ip netns exec "$NR" iptables -A FORWARD -j NFQUEUE --queue-num 7
-		ip netns exec "$NR" timeout "${WAN_DELAY_SECS:-7200}" "$delay_bin" -q 7 \
+		ip netns exec "$NR" timeout -k 3 "${WAN_DELAY_SECS:-7200}" "$delay_bin" -q 7 \
 			-d $((DELAY_MS * 1000)) -v >"$PIDDIR/$NAME.delay.log" 2>&1 &
 		echo $! >"$PIDDIR/$NAME.delay.pid"
 		local i
