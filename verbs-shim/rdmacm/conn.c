@@ -376,8 +376,14 @@ static void accept_established(struct cm_id *id, uint32_t qpn)
 }
 
 /* Waits for the initiator's RTR of an accepted connection (peer-to-peer
- * mode), then queues ESTABLISHED, or CONNECT_ERROR (status -ETIMEDOUT: the
- * QP went to ERR, WRs posted meanwhile are flushed). */
+ * mode), then queues ESTABLISHED. If the stream ends first (the initiator
+ * reset or closed it, or sent no RTR within the MPA timeout: the QP went to
+ * ERR, WRs posted meanwhile are flushed), an asynchronous id gets
+ * DISCONNECTED, as from the kernel's iWARP CM (siw reports ESTABLISHED at
+ * accept, then CLOSE): a persistent server such as rping -P ends that
+ * connection and goes on, where CONNECT_ERROR made it exit (issue 13). A
+ * synchronous id's rdma_accept fails with the errno (ECONNRESET,
+ * ETIMEDOUT). */
 static void *accept_worker(void *arg)
 {
 	struct cm_id *id = arg;
@@ -389,6 +395,11 @@ static void *accept_worker(void *arg)
 	ret = uiw_accept_wait(shim_qp(qp)->qp, -1);
 	if (!ret) {
 		accept_established(id, qpn);
+	} else if (!id->sync) {
+		pthread_mutex_lock(&cm_lock);
+		id->disc_pending = false;
+		cm_disconnected_locked(id);
+		pthread_mutex_unlock(&cm_lock);
 	} else {
 		e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, ret);
 		pthread_mutex_lock(&cm_lock);
@@ -409,9 +420,9 @@ static void *accept_worker(void *arg)
  * soon as rdma_accept returns is taken; in peer-to-peer mode (the default)
  * it goes out once the initiator's RTR has arrived (RFC 6581 §4: the
  * responder sends nothing before it). A worker then waits for that RTR and
- * queues ESTABLISHED, or CONNECT_ERROR (status -ETIMEDOUT: no RTR within
- * the MPA timeout; the QP goes to ERR and flushes what was posted). A
- * synchronous id blocks until ESTABLISHED. Without id->qp,
+ * queues ESTABLISHED, or DISCONNECTED (the stream ended first, or no RTR
+ * within the MPA timeout; the QP goes to ERR and flushes what was posted;
+ * see accept_worker). A synchronous id blocks until ESTABLISHED. Without id->qp,
  * conn_param->qp_num names the application's QP on id->verbs. 0, or -1
  * with errno EINVAL (not a pending request, no such QP, private data too
  * long: the request stays pending; a QP already connected: the request is
