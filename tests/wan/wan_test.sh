@@ -18,6 +18,12 @@
 #              --resume: a sender that dies after 6 of 64 chunks leaves
 #              dst.part (no dst), and the restarted copy sends only part of
 #              the chunks and ends identical
+#   lossy      50 ms RTT (25 ms each way), 200 Mbit/s, 1 % loss each way:
+#              rping (10 pings of 2000 bytes, every byte checked by rping -v)
+#              and uiwarp-replicate --streams 8 of 4 MiB (RDMA, copy equal)
+#   ucmatose64 ucmatose with 64 connections through the router (20 ms RTT,
+#              200 Mbit/s): every connection set up, 10 messages each way,
+#              "return status 0" on both sides
 # Env: UIW_BUILD, UIW_SRC. Root, iptables and uiwarp-wan-delay, else 77.
 set -u
 MODE=${1:-check}
@@ -167,6 +173,54 @@ streams)
 	read -r sent skipped < <(sed -n 's/.*chunks sent \([0-9]*\) skipped \([0-9]*\).*/\1 \2/p' <<<"$line")
 	[ "$((sent + skipped))" = 64 ] && [ "$skipped" -ge 1 ] && [ "$sent" -ge 1 ] ||
 		fail "resume sent ${sent:-?} and skipped ${skipped:-?} of 64 chunks"
+	;;
+lossy)
+	up --rate 200mbit --delay-ms 25 --loss 0.01
+	ip netns exec "$NAME-a" timeout 120 "$UIW_BUILD/bin/uiwarp-run" rping -s -a 198.51.100.1 \
+		-p 24041 -C 10 -S 2000 -v >"$TMP/rping_s.out" 2>&1 &
+	rp=$!
+	PIDS+=("$rp")
+	sleep 0.5
+	t0=$(date +%s.%N)
+	ip netns exec "$NAME-b" timeout 120 "$UIW_BUILD/bin/uiwarp-run" rping -c -a 198.51.100.1 \
+		-p 24041 -C 10 -S 2000 -v >"$TMP/rping_c.out" 2>&1 ||
+		{
+			cat "$TMP/rping_c.out" "$TMP/rping_s.out" >&2
+			fail "rping over 50 ms RTT and 1 % loss failed"
+		}
+	wait "$rp" || fail "rping server exited $?"
+	n=$(grep -c '^ping data: rdma-ping-' "$TMP/rping_c.out")
+	[ "$n" = 10 ] || fail "rping client verified $n of 10 pings"
+	log "rping: 10 pings of 2000 bytes verified in $(awk -v t="$t0" -v n="$(date +%s.%N)" \
+		'BEGIN { printf "%.1f", n - t }') s over 50 ms RTT, 1 % loss"
+	r=$(copy "" 4 24042 --streams 8 --chunk 256k) || exit 1
+	line=$(grep 'sent 4194304 bytes' "$TMP/send24042.out")
+	log "4 MiB, --streams 8, 50 ms RTT, 1 % loss: $r MiB/s; ${line#*; }"
+	read -r dropped < <(ip netns exec "$NAME-r" iptables -vnxL FORWARD |
+		awk '/statistic/ { print $1 + 0 }')
+	log "the router dropped $dropped packets"
+	[ "${dropped:-0}" -gt 0 ] || fail "no packet dropped: the loss was not in effect"
+	;;
+ucmatose64)
+	command -v ucmatose >/dev/null || skip "ucmatose (rdmacm-utils) not installed"
+	up --rate 200mbit --delay-ms 10
+	ip netns exec "$NAME-a" timeout 120 "$UIW_BUILD/bin/uiwarp-run" ucmatose -b 198.51.100.1 \
+		-p 24051 -c 64 -C 10 >"$TMP/uc_s.out" 2>&1 &
+	sp=$!
+	PIDS+=("$sp")
+	sleep 0.5
+	ip netns exec "$NAME-b" timeout 120 "$UIW_BUILD/bin/uiwarp-run" ucmatose -s 198.51.100.1 \
+		-p 24051 -c 64 -C 10 >"$TMP/uc_c.out" 2>&1
+	crc=$?
+	wait "$sp"
+	src=$?
+	if [ "$crc" != 0 ] || [ "$src" != 0 ] || ! grep -q "return status 0" "$TMP/uc_c.out" ||
+		! grep -q "return status 0" "$TMP/uc_s.out"; then
+		tail -20 "$TMP/uc_c.out" "$TMP/uc_s.out" >&2
+		fail "ucmatose -c 64 through the router: client $crc, server $src"
+	fi
+	log "ucmatose: 64 connections through the router, 10 messages each: $(grep -m1 'connect' \
+		"$TMP/uc_c.out")"
 	;;
 *) fail "unknown mode $MODE" ;;
 esac
