@@ -239,8 +239,11 @@ resume)
 	echo "resumed: sent $sent, skipped $skipped of 81"
 	[ "$((sent + skipped))" = 81 ] || fail "sent $sent + skipped $skipped != 81"
 	# 20 completed before the stop, plus what was on the wire then (RDMA: up to
-	# --window 2 Writes per stream; TCP: a chunk per stream in the socket)
-	[ "$skipped" -ge 1 ] && [ "$skipped" -le 26 ] || fail "skipped $skipped, expected 1..26"
+	# --window 2 Writes per stream; TCP: whatever the socket buffers held, 28
+	# once in CI, so only "some skipped, some sent")
+	max=26
+	[ "$mode" = tcp ] && max=80
+	[ "$skipped" -ge 1 ] && [ "$skipped" -le "$max" ] || fail "skipped $skipped, expected 1..$max"
 	grep -q "receiver holds $skipped of 81 chunks" "$work/send.log" || fail "no resume note"
 	;;
 resumebad)
