@@ -7,7 +7,13 @@
 #   --quick            smoke mode: paths lo,veth, cc cubic, 64 B and 64 KiB,
 #                      1 s runs, 1 and 16 QPs, a 256 MiB job, 3 runs
 #                      (a few minutes)
-#   --paths LIST       of lo, veth, routed (default all three)
+#   --paths LIST       of lo, veth, routed (default all three), wan, wanloss
+#                      (the emulated WAN of scripts/wan.sh: 25 ms each way,
+#                      --wan-rate, 0.1 % loss (wan) or 1 % (wanloss); give
+#                      them a --duration of 20 or more: 50 ms RTT)
+#   --wan-rate RATE    the wan paths' rate, tc units (default 1gbit)
+#   --job-streams N    uiwarp-replicate --streams N in the job group, both
+#                      modes (default 1)
 #   --cc LIST          congestion controls, e.g. cubic,bbr (default cubic,bbr)
 #   --runs N           repetitions; every row's median covers N samples
 #                      (default 5)
@@ -42,7 +48,7 @@ set -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0 paths="" ccs="" runs="" sizes="" groups="bw,rate,lat,qps,job,peers" qpslist="" dur=""
 latn="" jobsize="" parent=/var/tmp out="" build="$root/build" build_it=1 install=1
-tcpbench="" estimate_only=0
+tcpbench="" estimate_only=0 wanrate=1gbit jobstreams=1
 
 orig_args=("$@")
 
@@ -68,6 +74,8 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--build-dir) build=$2; shift 2 ;;
 	--tcpbench) tcpbench=$2; shift 2 ;;
+	--wan-rate) wanrate=$2; shift 2 ;;
+	--job-streams) jobstreams=$2; shift 2 ;;
 	--no-build) build_it=0; shift ;;
 	--no-install) install=0; shift ;;
 	--estimate) estimate_only=1; shift ;;
@@ -90,9 +98,9 @@ IFS=, read -r -a PATHS <<<"$paths"
 IFS=, read -r -a CCS <<<"$ccs"
 IFS=, read -r -a SIZES <<<"$sizes"
 IFS=, read -r -a QPSL <<<"$qpslist"
-for p in "${PATHS[@]}"; do case "$p" in lo | veth | routed) ;; *) die "unknown path $p" ;; esac; done
+for p in "${PATHS[@]}"; do case "$p" in lo | veth | routed | wan | wanloss) ;; *) die "unknown path $p" ;; esac; done
 for c in "${CCS[@]}"; do case "$c" in [a-z]*) ;; *) die "bad congestion control $c" ;; esac; done
-for s in "${SIZES[@]}" "${QPSL[@]}" "$runs" "$latn"; do
+for s in "${SIZES[@]}" "${QPSL[@]}" "$runs" "$latn" "$jobstreams"; do
 	case "$s" in '' | *[!0-9]* | 0) die "not a positive number: '$s'" ;; esac
 done
 # whole seconds: perftest's -D takes an integer
@@ -283,6 +291,15 @@ ns_setup() {
 			ip -n "$NS_RA" route add default via 198.51.100.254
 			ip -n "$NS_RB" route add default via 203.0.113.254
 			;;
+		wan | wanloss)
+			# scripts/wan.sh: A 198.51.100.1 <-> router <-> B 203.0.113.1
+			local loss=0.001
+			[ "$p" = wanloss ] && loss=0.01
+			made_ns+=("ubn$id-$p-a" "ubn$id-$p-r" "ubn$id-$p-b")
+			UIW_BUILD=$build WAN_DELAY_SECS=86400 bash "$root/scripts/wan.sh" up \
+				--name "ubn$id-$p" --rate "$wanrate" --delay-ms 25 --loss "$loss" >&2 ||
+				die "wan.sh up ($p)"
+			;;
 		esac
 	done
 	for p in "${PATHS[@]}"; do
@@ -306,6 +323,7 @@ set_path() {
 	lo) sns=$NS_L cns=$NS_L addr=127.0.0.1 dev=lo ;;
 	veth) sns=$NS_VA cns=$NS_VB addr=198.51.100.1 dev=ubench0 ;;
 	routed) sns=$NS_RA cns=$NS_RB addr=198.51.100.1 dev=ubench0 ;;
+	wan | wanloss) sns="ubn$id-$1-a" cns="ubn$id-$1-b" addr=198.51.100.1 dev=wa ;;
 	esac
 }
 
@@ -699,13 +717,15 @@ job_input() {
 	cur_cc=$saved_cc
 }
 m_job() {
-	local mode=$1 warm=${2:-} extra=() l jt
+	local mode=$1 warm=${2:-} extra=() sextra=() l jt
 	[ "$mode" = tcp ] && extra=(--tcp)
+	[ "$jobstreams" -gt 1 ] && sextra=(--streams "$jobstreams")
 	jt=$((120 + jobbytes / (20 * 1048576)))
 	uiw_env
 	S_CMD=("$repbin" recv --bind "$addr" --port @PORT@ --timeout "$jt" --quiet "${extra[@]}"
 		"$work/copy")
-	C_CMD=("$repbin" send --port @PORT@ --timeout "$jt" --quiet "${extra[@]}" "$input" "$addr")
+	C_CMD=("$repbin" send --port @PORT@ --timeout "$jt" --quiet "${extra[@]}" "${sextra[@]}"
+		"$input" "$addr")
 	pair "job-$mode${warm:+-$warm}" $((jt + 30))
 	local ok=$?
 	rm -f "$work/copy" "$work/copy.part"
@@ -752,6 +772,8 @@ rotate() {
 	echo "ucx: $(dpkg-query -W -f='${Version}' ucx-utils 2>/dev/null)"
 	echo "libfabric: $(dpkg-query -W -f='${Version}' libfabric-bin 2>/dev/null)"
 	echo "tcpbench: $tcpbench"
+	echo "wan_rate: $wanrate (wan: 25 ms each way, 0.1 % loss; wanloss: 1 %)"
+	echo "job_streams: $jobstreams"
 	echo "uiwarp_env: $(env | grep '^UIWARP_' | tr '\n' ' ')"
 } >"$out/meta.txt"
 
@@ -768,7 +790,9 @@ for ((rep = 1; rep <= runs; rep++)); do
 			if has_group bw; then
 				for size in "${SIZES[@]}"; do
 					tools=(tcp write read send)
-					has_group peers && tools+=(ucx-put ucx-tag)
+					# UCX and libfabric take one interface name for both
+					# ends; the wan paths have two
+					has_group peers && [[ $cur_path != wan* ]] && tools+=(ucx-put ucx-tag)
 					for t in $(rotate "$rep" "${tools[@]}"); do
 						case "$t" in
 						tcp) m_tcp_bw "$size" ;;
@@ -786,7 +810,7 @@ for ((rep = 1; rep <= runs; rep++)); do
 			fi
 			if has_group lat; then
 				tools=(write read send spin block)
-				has_group peers && tools+=(ucx fabric)
+				has_group peers && [[ $cur_path != wan* ]] && tools+=(ucx fabric)
 				for t in $(rotate "$rep" "${tools[@]}"); do
 					case "$t" in
 					spin | block) m_tcp_pp "$t" ;;
