@@ -50,6 +50,22 @@ def rst_close(s):
     s.close()
 
 
+KINDS = ("connect_close", "partial_req", "req_rst", "req_wait_rst", "rep_rst", "rep_close")
+
+
+def wait_listen(port, srv, secs=10):
+    """Until 127.0.0.1:port takes a connection (SystemExit if srv exits)."""
+    deadline = time.monotonic() + secs
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or srv.poll() is not None:
+                raise SystemExit("FAIL: the rping server does not listen")
+            time.sleep(0.1)
+
+
 def abort(port, kind):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     iw.set_nodelay(s)
@@ -87,17 +103,8 @@ def main():
                             str(port), "-C", "3", "-v"], stdout=log, stderr=subprocess.STDOUT)
     rc = 1
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or srv.poll() is not None:
-                    raise SystemExit("FAIL: the rping server does not listen")
-                time.sleep(0.1)
-        for kind in ("connect_close", "partial_req", "req_rst", "req_wait_rst", "rep_rst",
-                     "rep_close"):
+        wait_listen(port, srv)
+        for kind in KINDS:
             for _ in range(3):
                 abort(port, kind)
             time.sleep(0.5)

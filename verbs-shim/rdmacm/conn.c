@@ -379,11 +379,13 @@ static void accept_established(struct cm_id *id, uint32_t qpn)
  * mode), then queues ESTABLISHED. If the stream ends first (the initiator
  * reset or closed it, or sent no RTR within the MPA timeout: the QP went to
  * ERR, WRs posted meanwhile are flushed), an asynchronous id gets
- * DISCONNECTED, as from the kernel's iWARP CM (siw reports ESTABLISHED at
- * accept, then CLOSE): a persistent server such as rping -P ends that
- * connection and goes on, where CONNECT_ERROR made it exit (issue 13). A
- * synchronous id's rdma_accept fails with the errno (ECONNRESET,
- * ETIMEDOUT). */
+ * ESTABLISHED and then DISCONNECTED: the kernel's iWARP CM reports
+ * ESTABLISHED when the accept has sent the Reply (siw_accept) and CLOSE
+ * when the stream ends, and applications count on the pair (rping -P's
+ * connection thread waits for one event after accept and one more before
+ * its first message; with DISCONNECTED alone it waited forever, with
+ * CONNECT_ERROR the whole server exited: issue 13). A synchronous id's
+ * rdma_accept fails with the errno (ECONNRESET, ETIMEDOUT). */
 static void *accept_worker(void *arg)
 {
 	struct cm_id *id = arg;
@@ -397,9 +399,9 @@ static void *accept_worker(void *arg)
 		accept_established(id, qpn);
 	} else if (!id->sync) {
 		pthread_mutex_lock(&cm_lock);
-		id->disc_pending = false;
-		cm_disconnected_locked(id);
+		id->disc_pending = true; /* established() queues DISCONNECTED after it */
 		pthread_mutex_unlock(&cm_lock);
+		accept_established(id, qpn);
 	} else {
 		e = cm_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, ret);
 		pthread_mutex_lock(&cm_lock);
