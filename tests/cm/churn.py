@@ -13,13 +13,12 @@ the end equal those of the first sample and its RSS grew by at most 256 KiB
 from the first sample (taken after a tenth of the way: the allocator's
 first growth is not a leak). Loopback only; bounded."""
 import os
-import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from persistent_abort import KINDS, abort, free_port, wait_listen  # noqa: E402
+from persistent_abort import KINDS, abort, free_port, stop, wait_listen  # noqa: E402
 
 
 def child_of(pid):
@@ -103,13 +102,7 @@ def main():
         rc = 0
         print("PASS (strict)")
     finally:
-        if srv.poll() is None:
-            srv.send_signal(signal.SIGTERM)
-            try:
-                srv.wait(5)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv.wait()
+        stop(srv)
     return rc
 
 

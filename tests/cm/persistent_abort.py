@@ -66,6 +66,17 @@ def wait_listen(port, srv, secs=10):
             time.sleep(0.1)
 
 
+def stop(srv):
+    """SIGTERM, up to 5 s, then SIGKILL."""
+    if srv.poll() is None:
+        srv.send_signal(signal.SIGTERM)
+        try:
+            srv.wait(5)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
 def abort(port, kind):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     iw.set_nodelay(s)
@@ -126,13 +137,7 @@ def main():
         rc = 0
         print("PASS")
     finally:
-        if srv.poll() is None:
-            srv.send_signal(signal.SIGTERM)
-            try:
-                srv.wait(5)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv.wait()
+        stop(srv)
         log.seek(0)
         print("--- rping -s -P output:")
         print(log.read()[-3000:])
