@@ -232,8 +232,37 @@ static const char *wait_str(int r)
 	return strerror(-r);
 }
 
+/* Reports the device's asynchronous events on stderr, one line each
+ * ("async event: local work queue catastrophic error" is IBV_EVENT_QP_FATAL:
+ * a connection failed, e.g. its peer went silent past uiwarp's dead-peer
+ * bound), until the context goes. ctx: the rdma_cm device context. */
+static void *async_watch(void *arg)
+{
+	struct ibv_context *ctx = arg;
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		rep_err("async event: %s", ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+	}
+	return NULL;
+}
+
+/* Starts async_watch once per process (one device context: rdma_cm's). */
+static void watch_async(struct ibv_context *ctx)
+{
+	static atomic_flag started = ATOMIC_FLAG_INIT;
+	pthread_t t;
+
+	if (atomic_flag_test_and_set(&started))
+		return;
+	if (pthread_create(&t, NULL, async_watch, ctx) == 0)
+		pthread_detach(t);
+}
+
 /* Creates PD, completion channel, CQ of cqe entries and an RC QP with send_wr /
- * recv_wr entries on rc->id. Returns 0 or -1 (message printed, errno kept). */
+ * recv_wr entries on rc->id (and starts watch_async). Returns 0 or -1
+ * (message printed, errno kept). */
 static int make_qp(struct rconn *rc, uint32_t send_wr, uint32_t recv_wr, int cqe)
 {
 	struct ibv_qp_init_attr qa;
@@ -263,6 +292,7 @@ static int make_qp(struct rconn *rc, uint32_t send_wr, uint32_t recv_wr, int cqe
 		return -1;
 	}
 	rc->qp = true;
+	watch_async(rc->id->verbs);
 	return 0;
 }
 

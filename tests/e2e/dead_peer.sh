@@ -134,5 +134,13 @@ check_log "$CLI_ERR" client
 [ "$MODE" = oneway ] || check_log "$SRV_ERR" server
 if [ "$MODE" = replicate ]; then
 	[ ! -e "$DST" ] || e2e_fail "$DST was put in place"
+	# the QP's IBV_EVENT_QP_FATAL, as the tool reports its async events
+	for f in "$CLI_ERR" "$SRV_ERR"; do
+		grep -q 'async event: local work queue catastrophic error' "$f" || {
+			tail -n 20 "$f"
+			e2e_fail "no IBV_EVENT_QP_FATAL in $f"
+		}
+	done
+	e2e_log "both ends got IBV_EVENT_QP_FATAL"
 fi
 e2e_log "PASS ($MODE)"
