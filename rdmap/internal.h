@@ -230,9 +230,9 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
 /* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
  * deadline; when it passes, the engine runs PROG_TIMER progress (to the
  * ns while it waits in epoll; a parked engine, whose pollers are about,
- * is not woken for it and sees it within PARK_NS).
- * A QP the engine does not hold (before uiw_engine_attach, after
- * uiw_engine_detach) gets none. */
+ * is not woken for it and sees it within PARK_NS). Also before
+ * uiw_engine_attach (a WR posted between RTS and the attach defers its
+ * batch on it); after uiw_engine_detach none is set. */
 void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t uiw_now_ns(void);
@@ -322,8 +322,8 @@ struct uiw_qp {
 	atomic_bool hup_seen;  /* epoll reported the stream's end or an error */
 	atomic_bool out_ready; /* the engine saw POLLOUT since */
 	bool aborted;	       /* the stream was aborted (qp->lock) */
-	bool detached;	       /* the engine let go of it */
 	/* engine bookkeeping (progress.c, under the engine's lock) */
+	bool detached; /* uiw_engine_detach let go of it (until an attach) */
 	struct uiw_engine *eng;
 	struct uiw_qp *kick_next;
 	bool kicked, registered;

@@ -356,11 +356,13 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 {
 	pthread_mutex_lock(&engine.lock);
 	bool wake = false;
-	if (!at_ns || !qp->eng) {
+	if (!at_ns || qp->detached) {
 		/* a QP uiw_engine_detach took away gets no deadline: a poster
 		 * still inside tx.c (qp_release_stream waits for it after the
-		 * detach) would put it back on the list, and the engine would
-		 * find it there after uiw_qp_destroy freed it */
+		 * detach), or the engine's own progress on it, would put it back
+		 * on the list, and the engine would find it there after
+		 * uiw_qp_destroy freed it. Before the attach it does (a batch
+		 * deferred then must still go out: tx.c may_defer) */
 		dl_remove_locked(qp);
 	} else {
 		if (qp->dl_index < 0) {
@@ -685,6 +687,7 @@ int uiw_engine_attach(struct uiw_qp *qp)
 	int rc = engine_start_locked();
 	if (!rc) {
 		qp->eng = &engine;
+		qp->detached = false;
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 					 .data.ptr = qp};
 		if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -706,6 +709,10 @@ void uiw_engine_detach(struct uiw_qp *qp)
 	int fd = qp->stream ? uiw_stream_fd(qp->stream) : -1;
 	pthread_mutex_lock(&engine.lock);
 	if (!qp->eng) {
+		/* never attached (or already let go): only a deadline set
+		 * before an attach may hold it */
+		dl_remove_locked(qp);
+		qp->detached = true;
 		pthread_mutex_unlock(&engine.lock);
 		return;
 	}
@@ -727,6 +734,7 @@ void uiw_engine_detach(struct uiw_qp *qp)
 		qp->kicked = false;
 	}
 	qp->eng = NULL;
+	qp->detached = true;
 	bool started = engine.started;
 	bool wait = started && !pthread_equal(pthread_self(), engine.thread);
 	uint64_t c = engine.cycles;

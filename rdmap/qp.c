@@ -204,6 +204,7 @@ int uiw_qp_destroy(struct uiw_qp *qp)
 	if (qp->rcq != qp->scq)
 		uiw_cq_detach_qp(qp->rcq, qp);
 	qp_release_stream(qp);
+	uiw_engine_detach(qp); /* no stream (never connected): off the deadline list */
 	pthread_mutex_lock(&qp->lock);
 	uiw_irq_clear(qp);
 	pthread_mutex_unlock(&qp->lock);
