@@ -105,7 +105,7 @@ static void seg_sweep(void)
 	struct dirent *e;
 	size_t plen = strlen(UIW_STAT_PREFIX) - 1;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, UIW_STAT_PREFIX + 1, plen))
+		if (strncmp(e->d_name, &UIW_STAT_PREFIX[1], plen))
 			continue;
 		char *end;
 		long pid = strtol(e->d_name + plen, &end, 10);
