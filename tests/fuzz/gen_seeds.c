@@ -268,6 +268,27 @@ static void rdmap_seeds(void)
 	rdmap_put("fuzz_rdmap_rx", "atomics_crc", 0x01 | 0x20, 0, &s);
 	rdmap_put("fuzz_fpdu", "atomics_crc", 0x01, 0, &s);
 
+	/* the answers to both of the harness's requests, in their order: the
+	 * Read Response (to MR 3), then the Atomic Response */
+	s.n = 0;
+	add_tagged(&s, RDMAP_RDMA_READ_RESP, 3, 0x40000, payload, 1024);
+	aresp.req_id = 0; /* the QP's first Atomic (tx.c numbers them from 0) */
+	add_untagged(&s, RDMAP_ATOMIC_RESP, RDMAP_QN_ATOMIC_RESP, 1, 0, &aresp, sizeof(aresp));
+	rdmap_put("fuzz_rdmap_rx", "read_then_atomic_resp", 0x01 | 0x20, 0, &s);
+
+	/* nine Read Requests against IRD 8 (RFC 5040 §6.5: the ninth is
+	 * answered with a Terminate) */
+	s.n = 0;
+	for (uint32_t msn = 1; msn <= 9; msn++)
+		add_untagged(&s, RDMAP_RDMA_READ_REQ, DDP_QN_READ_REQ, msn, 0, &rr, sizeof(rr));
+	rdmap_put("fuzz_rdmap_rx", "read_reqs_past_ird", 0x01, 0, &s);
+
+	/* peer-to-peer responder: the zero-length Send RTR, then a Send */
+	s.n = 0;
+	add_untagged(&s, RDMAP_SEND, DDP_QN_SEND, 1, 0, NULL, 0);
+	add_untagged(&s, RDMAP_SEND, DDP_QN_SEND, 2, 0, payload, 10);
+	rdmap_put("fuzz_rdmap_rx", "p2p_send_rtr", 0x01 | 0x40 | 0x80, 1, &s);
+
 	/* a Terminate from the peer (RDMAP invalid STag, echoing a tagged
 	 * header), as uiw_term_build makes ours */
 	s.n = 0;
