@@ -256,21 +256,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	poll_cq(cq);
 	memcpy(before, arena, sizeof(arena));
 
-	/* every pass consumes bytes or moves the close along; the bound only
-	 * ends a close that waits for a timer (CLOSE_WAIT_NS) */
+	/* every pass consumes bytes (at least one in two reads, the stream
+	 * stalls on the other) or moves the close along */
 	size_t passes = 4 * (len + 16);
-	for (size_t i = 0; i < passes; i++) {
+	bool closed = false;
+	for (size_t i = 0; i < passes && !closed; i++) {
 		uiw_progress(qp, PROG_RX | PROG_TX, ROLE_POLLER);
 		poll_cq(cq);
 		pthread_mutex_lock(&qp->lock);
-		bool closed = qp->phase == CONN_CLOSED;
+		closed = qp->phase == CONN_CLOSED;
 		pthread_mutex_unlock(&qp->lock);
-		if (closed)
-			break;
 	}
+	struct uiw_term_info ti;
+	uiw_qp_term_info(qp, &ti);
+	/* whatever the peer sent, the connection has ended (its FIN, a reset,
+	 * or our Terminate: RFC 5040 §6.3, the stream closes after it), and
+	 * our side of the stream is closed */
+	if (!closed || !(ms.shut || ms.aborted))
+		__builtin_trap();
 	if (verbose) {
-		struct uiw_term_info ti;
-		uiw_qp_term_info(qp, &ti);
 		fprintf(stderr,
 			"fuzz_rdmap_rx: %zu of %zu stream bytes read, phase %d, terminate %s "
 			"layer %u etype %u ecode %u\n",
