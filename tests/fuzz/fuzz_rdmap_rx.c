@@ -25,7 +25,7 @@
  * placement without guessing STags (which differ per registration).
  *
  * Memory, one arena, MRs with guard bytes between them:
- *   MR 0 (iova 0x10000, 4 KiB) local/remote write, remote read, atomic:
+ *   MR 0 (iova 0x10000, 64 KiB) local/remote write, remote read, atomic:
  *        the target of Writes and Atomics, may change anywhere
  *   MR 1 (iova 0x20000, 4 KiB) local write only: receive WRs at
  *        [0, 512) [512, 1024) [1024, 1280)+[1536, 1792); nothing else of
@@ -48,16 +48,28 @@
 #include "rdmap/internal.h"
 
 #define MRLEN 4096
+#define MR0LEN 65536 /* room for Writes above MPA_RX_SMALL_MAX (placed as they arrive) */
 #define GUARD 256
 #define NMR 4
 #define MAX_STREAM (1 << 18)
 
-static uint8_t arena[GUARD + NMR * (MRLEN + GUARD)];
+static uint8_t arena[GUARD + MR0LEN + GUARD + (NMR - 1) * (MRLEN + GUARD)];
 static uint8_t before[sizeof(arena)];
+
+static size_t mr_len(int i)
+{
+	return i == 0 ? MR0LEN : MRLEN;
+}
+
+/* MR i's offset in the arena: guard, MR 0, guard, MR 1, guard, ... */
+static size_t mr_off(int i)
+{
+	return i == 0 ? GUARD : GUARD + MR0LEN + GUARD + (size_t)(i - 1) * (MRLEN + GUARD);
+}
 
 static uint8_t *mr_base(int i)
 {
-	return arena + GUARD + (size_t)i * (MRLEN + GUARD);
+	return arena + mr_off(i);
 }
 
 static uint64_t mr_iova(int i)
@@ -119,11 +131,13 @@ static void check_memory(void)
 	for (size_t i = 0; i < sizeof(arena); i++) {
 		if (arena[i] == before[i])
 			continue;
-		size_t off = i - GUARD;
-		if (i < GUARD || off % (MRLEN + GUARD) >= MRLEN)
+		int mr = -1;
+		for (int k = 0; k < NMR; k++)
+			if (i >= mr_off(k) && i < mr_off(k) + mr_len(k))
+				mr = k;
+		if (mr < 0)
 			__builtin_trap(); /* a guard byte changed */
-		int mr = (int)(off / (MRLEN + GUARD));
-		uint32_t o = (uint32_t)(off % (MRLEN + GUARD));
+		uint32_t o = (uint32_t)(i - mr_off(mr));
 		if (mr == 2)
 			__builtin_trap(); /* written through a read-only STag */
 		if (mr == 1) {
@@ -229,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(arena, 0x5a, sizeof(arena));
 	uint32_t stags[NMR];
 	for (int i = 0; i < NMR; i++) {
-		if (uiw_mr_reg(pd, mr_base(i), MRLEN, mr_iova(i), access[i], &mr[i]))
+		if (uiw_mr_reg(pd, mr_base(i), mr_len(i), mr_iova(i), access[i], &mr[i]))
 			abort();
 		stags[i] = mr[i]->stag;
 	}

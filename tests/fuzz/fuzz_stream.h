@@ -149,10 +149,11 @@ typedef void (*fuzz_patch_fn)(uint8_t *ulpdu, size_t len, void *ctx);
  * would (RFC 5044 §4: ULPDU_Length, pad, CRC32c when neg->crc; §5 markers
  * when neg->markers_tx) and writes the stream bytes to out[0..max).
  * A record is a big-endian 16-bit length n and n ULPDU bytes (a DDP header
- * and payload); n is cut to what is left of the input and to the MULPDU
- * (mpa_conn_init's, from emss). patch, if not NULL, may rewrite each ULPDU
- * first. Returns the bytes written (the output stops early when max is
- * reached), or 0 if the framing state could not be allocated. */
+ * and payload); n is cut to the MULPDU (mpa_conn_init's, from emss), and
+ * ULPDU bytes past the end of the input are zeros (so a short input can
+ * make an FPDU above MPA_RX_SMALL_MAX, which the receiver places as it
+ * arrives). patch, if not NULL, may rewrite each ULPDU first. Returns the bytes written (the output
+ * stops early when max is reached), or 0 if the framing state could not be allocated. */
 static size_t fuzz_frame(const uint8_t *in, size_t len, const struct mpa_negotiated *neg, int emss,
 			 fuzz_patch_fn patch, void *ctx, uint8_t *out, size_t max)
 {
@@ -169,12 +170,12 @@ static size_t fuzz_frame(const uint8_t *in, size_t len, const struct mpa_negotia
 	while (pos + 2 <= len && cs.cap_len < max) {
 		size_t n = (size_t)in[pos] << 8 | in[pos + 1];
 		pos += 2;
-		if (n > len - pos)
-			n = len - pos;
 		if (n > c.mulpdu)
 			n = c.mulpdu;
-		memcpy(ulpdu, in + pos, n);
-		pos += n;
+		size_t have = n < len - pos ? n : len - pos;
+		memcpy(ulpdu, in + pos, have);
+		memset(ulpdu + have, 0, n - have);
+		pos += have;
 		if (patch)
 			patch(ulpdu, n, ctx);
 		size_t h = n < 32 ? n : 32;

@@ -289,6 +289,21 @@ static void rdmap_seeds(void)
 	add_untagged(&s, RDMAP_SEND, DDP_QN_SEND, 2, 0, payload, 10);
 	rdmap_put("fuzz_rdmap_rx", "p2p_send_rtr", 0x01 | 0x40 | 0x80, 1, &s);
 
+	/* a Send, then an RDMA Write of 20000 bytes to MR 0, above
+	 * MPA_RX_SMALL_MAX, so placed as it arrives: the Write's record says
+	 * 14 + 20000 bytes and fuzz_frame fills its payload past the end of
+	 * the input with zeros (framed form only: the raw one would be 20 KB) */
+	s.n = 0;
+	add_untagged(&s, RDMAP_SEND, DDP_QN_SEND, 1, 0, payload, 4);
+	size_t at = s.n;
+	add_tagged(&s, RDMAP_RDMA_WRITE, 0, 0x10000, NULL, 0);
+	s.b[at] = (uint8_t)((DDP_TAGGED_HDR_LEN + 20000) >> 8);
+	s.b[at + 1] = (uint8_t)(DDP_TAGGED_HDR_LEN + 20000);
+	uint8_t pre[3] = {0x01 | 0x10, 0, 0};
+	put("fuzz_rdmap_rx", "framed_write_20k_crc", pre, 3, s.b, s.n);
+	pre[0] |= 0x20; /* fuzz_fpdu: large FPDUs (else cut to the EMSS) */
+	put("fuzz_fpdu", "framed_write_20k_crc", pre, 2, s.b, s.n);
+
 	/* a Terminate from the peer (RDMAP invalid STag, echoing a tagged
 	 * header), as uiw_term_build makes ours */
 	s.n = 0;
