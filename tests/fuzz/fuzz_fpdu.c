@@ -103,8 +103,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				__builtin_trap(); /* a CRC error without CRC */
 			break;
 		}
+		if (pr == -EPROTO && c.rx_term != MPA_TERM_MARKER)
+			__builtin_trap(); /* -EPROTO from placement is a bad marker only */
+		if (pr < 0 && pr != -ENODATA && pr != -ECONNRESET && pr != -EPROTO)
+			__builtin_trap(); /* not a documented result (ddp/ddp.h) */
 		if (pr < 0)
-			break; /* -ENODATA, -ECONNRESET, -EPROTO (a marker) */
+			break; /* the stream ended inside the FPDU, or a bad marker */
 		if (p.done > p.len)
 			__builtin_trap();
 	}
