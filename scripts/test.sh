@@ -9,7 +9,7 @@
 #   build-asan/  RelWithDebInfo + -DUIWARP_SANITIZE=ON (ASan + UBSan)
 # and `ctest --output-on-failure` in each, then the libFuzzer harnesses
 # (tests/fuzz/run.sh in build-fuzz/, clang: each harness 60 s over its
-# corpus, ~5 min with the build; docs/fuzzing.md). Exits non-zero if
+# corpus, ~4.5 min with the build; docs/fuzzing.md). Exits non-zero if
 # anything fails (a missing package, a build error, a failed test, a
 # fuzzer finding).
 #
@@ -240,7 +240,7 @@ run_deb() {
 	fi
 	d=$(mktemp -d /tmp/uiwarp-deb.XXXXXX)
 	mkdir -p "$d/uiwarp" build
-	tar --exclude=./build --exclude=./build-asan --exclude=./.git -cf - . | tar -C "$d/uiwarp" -xf -
+	tar --exclude=./build --exclude=./build-asan --exclude=./build-fuzz --exclude=./.git -cf - . | tar -C "$d/uiwarp" -xf -
 	log "[deb] dpkg-buildpackage -us -uc -b (log: build/deb-build.log)"
 	(cd "$d/uiwarp" && DEB_BUILD_OPTIONS="parallel=$JOBS" timeout 1200 dpkg-buildpackage -us -uc -b \
 		</dev/null) >build/deb-build.log 2>&1
