@@ -174,7 +174,15 @@ int ddp_place_run(struct mpa_conn *c, struct ddp_place *p)
 		return r;
 	}
 	while (p->done < p->len) {
-		ssize_t r = mpa_rx_payload(c, p->niov ? p->iov : NULL, p->niov, p->len - p->done);
+		/* a target shorter than the payload (room < len: a Terminate's
+		 * payload beyond what rdmap/rx.c keeps of the RFC 5040 §4.8
+		 * layout) takes what it holds, the rest is read and dropped
+		 * with its CRC still checked (RFC 5044 §4.4); mpa_rx_payload
+		 * places len bytes into iov only if iov holds them */
+		size_t want = p->len - p->done;
+		if (p->niov && want > p->room - p->done)
+			want = p->room - p->done;
+		ssize_t r = mpa_rx_payload(c, p->niov ? p->iov : NULL, p->niov, want);
 		if (r < 0)
 			return (int)r;
 		if (p->niov)

@@ -104,8 +104,8 @@ static void qp_detach(struct uiw_qp *qp)
 	mpa_conn_fini(&qp->mpa);
 }
 
-/* The QP is connected: RTS, and the engine takes the stream. */
-static int qp_start(struct uiw_qp *qp)
+/* The QP is connected: RTS. */
+static void qp_open(struct uiw_qp *qp)
 {
 	pthread_mutex_lock(&qp->lock);
 	qp->connected = true;
@@ -114,6 +114,12 @@ static int qp_start(struct uiw_qp *qp)
 		qp->state = UIW_QPS_RTS;
 	pthread_mutex_unlock(&qp->lock);
 	uiw_stat_qp_connected(qp, qp->neg.initiator);
+}
+
+/* The QP is connected: RTS, and the engine takes the stream. */
+static int qp_start(struct uiw_qp *qp)
+{
+	qp_open(qp);
 	return uiw_engine_attach(qp);
 }
 
@@ -125,6 +131,18 @@ static bool qp_connectable(struct uiw_qp *qp)
 		   qp->state == UIW_QPS_RTS || qp->state == UIW_QPS_RESET);
 	pthread_mutex_unlock(&qp->lock);
 	return ok;
+}
+
+/* See rdmap/internal.h. */
+int uiw_qp_attach_driven(struct uiw_qp *qp, struct uiw_stream *s, const struct mpa_negotiated *neg)
+{
+	if (!qp_connectable(qp))
+		return -EINVAL;
+	int rc = qp_attach(qp, s, neg);
+	if (rc)
+		return rc;
+	qp_open(qp);
+	return 0;
 }
 
 /* A refused TCP connect is retried (UIWARP_CONNECT_RETRY_MS, default

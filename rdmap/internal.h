@@ -405,6 +405,17 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role);
  * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);
 
+/* ----------------------------------------------------------------- cm.c */
+
+/* Binds stream s (framing not yet set up) to qp as a finished MPA
+ * handshake with outcome neg would (RFC 5044 §7.1, RFC 6581): framing per
+ * neg, MSNs at 1, IRD/ORD from neg, RTS. Unlike uiw_connect/uiw_accept the
+ * engine does not take the stream: the caller drives it with uiw_progress
+ * (tests/fuzz/fuzz_rdmap_rx.c feeds an in-memory stream so). The QP owns s
+ * from then on (uiw_qp_destroy calls its destroy). 0, -EINVAL (qp already
+ * connected or not in RESET/INIT/RTR/RTS), -ENOMEM. */
+int uiw_qp_attach_driven(struct uiw_qp *qp, struct uiw_stream *s, const struct mpa_negotiated *neg);
+
 /* ----------------------------------------------------------------- rx.c */
 
 /* Runs the receive state machine: reads, validates and places segments and

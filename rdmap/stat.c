@@ -105,7 +105,7 @@ static void seg_sweep(void)
 	struct dirent *e;
 	size_t plen = strlen(UIW_STAT_PREFIX) - 1;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, UIW_STAT_PREFIX + 1, plen))
+		if (strncmp(e->d_name, &UIW_STAT_PREFIX[1], plen))
 			continue;
 		char *end;
 		long pid = strtol(e->d_name + plen, &end, 10);
@@ -349,7 +349,8 @@ void uiw_stat_qp_connected(struct uiw_qp *qp, bool initiator)
 	UIW_STAT_SET(s->term, 0);
 	UIW_STAT_SET(s->conn, UIW_STAT_OPEN);
 	atomic_fetch_add_explicit(&s->seq, 1, memory_order_acq_rel); /* even */
-	static const char *const rtr[] = {"none", "write", "read", "?", "send"};
+	/* indexed by the MPA_RTR_* bit (SEND 1, WRITE 2, READ 4) */
+	static const char *const rtr[] = {"none", "send", "write", "?", "read"};
 	uiw_qp_log(qp, UIW_LOG_INFO,
 		   "established (%s): MPA rev %u, CRC %s, markers %s/%s, RTR %s, IRD %u ORD %u, "
 		   "MULPDU %u%s%s",

@@ -7,8 +7,11 @@
 # dependencies is missing (apt-get, non-interactive). Then:
 #   build/       RelWithDebInfo
 #   build-asan/  RelWithDebInfo + -DUIWARP_SANITIZE=ON (ASan + UBSan)
-# and `ctest --output-on-failure` in each. Exits non-zero if anything fails
-# (a missing package, a build error, a failed test).
+# and `ctest --output-on-failure` in each, then the libFuzzer harnesses
+# (tests/fuzz/run.sh in build-fuzz/, clang: each harness 60 s over its
+# corpus, ~4.5 min with the build; docs/fuzzing.md). Exits non-zero if
+# anything fails (a missing package, a build error, a failed test, a
+# fuzzer finding).
 #
 # Environment:
 #   UIW_TEST_JOBS   ctest parallelism (default 1: the e2e tests use
@@ -17,6 +20,8 @@
 #   UIW_NO_APT=1    never call apt-get (only report what is missing)
 #   CTEST_ARGS      extra ctest arguments, e.g. "-R hostile" (the interop
 #                   step is then left out)
+#   UIWARP_FUZZ=0   leave out the fuzz step; UIWARP_FUZZ_SECONDS its time
+#                   per harness (default 60)
 #   UIWARP_INTEROP=0  leave out the siw interop step (tests/interop, run
 #                   after both trees in build/ with its own 40 min limit)
 #   UIWARP_DEB=0    leave out the Debian package step (dpkg-buildpackage
@@ -39,7 +44,7 @@ log() {
 PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
 	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 iputils-ping iptables tshark tcpdump python3
 	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev go-md2man groff-base libnetfilter-queue-dev
-	debhelper dpkg-dev lintian man-db)
+	debhelper dpkg-dev lintian man-db clang libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -81,6 +86,13 @@ declare -A RESULT
 TOTAL_PASS=0
 TOTAL_FAIL=0
 TOTAL_SKIP=0
+
+# True (and the step's result says so) when the step's switch, the
+# variable named $2, is 0.
+step_off() {
+	[ "${!2:-1}" = 0 ] || return 1
+	RESULT[$1]="not run ($2=0)"
+}
 
 # A build dir configured from another source tree (e.g. a copied repo) is
 # stale: start it afresh.
@@ -150,6 +162,38 @@ if [ "${UIW_TEST_ONLY:-}" != build ]; then
 	run_tree asan build-asan -DUIWARP_SANITIZE=ON || status=1
 fi
 
+# The libFuzzer harnesses (tests/fuzz/run.sh: builds build-fuzz/ with
+# clang, runs each harness UIWARP_FUZZ_SECONDS over its seed corpus, one
+# at a time). A finding fails the step (its input is in
+# build-fuzz/fuzz-artifacts/); without clang or libFuzzer it is skipped
+# with the reason.
+run_fuzz() {
+	local t0 rc out
+	t0=$(date +%s)
+	step_off fuzz UIWARP_FUZZ && return 0
+	out=$(mktemp /tmp/uiwarp-fuzz.XXXXXX)
+	log "[fuzz] tests/fuzz/run.sh ${UIWARP_FUZZ_SECONDS:-60}"
+	timeout -k 30 1800 bash tests/fuzz/run.sh "${UIWARP_FUZZ_SECONDS:-60}" </dev/null 2>&1 |
+		tee "$out"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" = 77 ]; then
+		RESULT[fuzz]="skipped: $(grep -m1 'SKIP' "$out" | cut -c1-200) ($(($(date +%s) - t0)) s)"
+		TOTAL_SKIP=$((TOTAL_SKIP + 1))
+		rc=0
+	elif [ "$rc" = 0 ]; then
+		RESULT[fuzz]="passed: $(grep -c '^\[fuzz [0-9:]*\]   fuzz_' "$out") harnesses, no finding ($(($(date +%s) - t0)) s)"
+		TOTAL_PASS=$((TOTAL_PASS + 1))
+	else
+		RESULT[fuzz]="FAILED (rc $rc, $(($(date +%s) - t0)) s; build-fuzz/fuzz-logs, build-fuzz/fuzz-artifacts)"
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+	fi
+	rm -f "$out"
+	[ "$rc" = 0 ]
+}
+if [ -z "${UIW_TEST_ONLY:-}" ] && [ -z "${CTEST_ARGS:-}" ]; then
+	run_fuzz || status=1
+fi
+
 # The siw interop matrix (tests/interop, label "interop", normal tree only)
 # as its own step with its own limit: it boots the qemu lab (building it
 # first on a fresh machine, ~4 min) and runs ~10 min under TCG. It skips
@@ -157,10 +201,7 @@ fi
 run_interop() {
 	local t0 rc out=build/ctest-interop.log
 	t0=$(date +%s)
-	if [ "${UIWARP_INTEROP:-1}" = 0 ]; then
-		RESULT[interop]="not run (UIWARP_INTEROP=0)"
-		return 0
-	fi
+	step_off interop UIWARP_INTEROP && return 0
 	[ -f build/CTestTestfile.cmake ] || {
 		RESULT[interop]="not run (no build/)"
 		return 0
@@ -192,17 +233,14 @@ fi
 run_deb() {
 	local t0 rc d
 	t0=$(date +%s)
-	if [ "${UIWARP_DEB:-1}" = 0 ]; then
-		RESULT[deb]="not run (UIWARP_DEB=0)"
-		return 0
-	fi
+	step_off deb UIWARP_DEB && return 0
 	if [ "$(id -u)" != 0 ]; then
 		RESULT[deb]="not run (not root)"
 		return 0
 	fi
 	d=$(mktemp -d /tmp/uiwarp-deb.XXXXXX)
 	mkdir -p "$d/uiwarp" build
-	tar --exclude=./build --exclude=./build-asan --exclude=./.git -cf - . | tar -C "$d/uiwarp" -xf -
+	tar --exclude=./build --exclude=./build-asan --exclude=./build-fuzz --exclude=./.git -cf - . | tar -C "$d/uiwarp" -xf -
 	log "[deb] dpkg-buildpackage -us -uc -b (log: build/deb-build.log)"
 	(cd "$d/uiwarp" && DEB_BUILD_OPTIONS="parallel=$JOBS" timeout 1200 dpkg-buildpackage -us -uc -b \
 		</dev/null) >build/deb-build.log 2>&1
@@ -239,7 +277,7 @@ if [ "${UIW_TEST_ONLY:-}" != asan ] && [ -z "${CTEST_ARGS:-}" ]; then
 fi
 
 log "summary:"
-for k in build asan interop deb; do
+for k in build asan fuzz interop deb; do
 	[ -n "${RESULT[$k]:-}" ] && log "  $k: ${RESULT[$k]}"
 done
 log "total time $(($(date +%s) - START)) s"

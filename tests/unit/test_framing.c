@@ -344,6 +344,52 @@ static void test_small_path_places_nothing_on_bad_crc(void **state)
 	link_fini(&k);
 }
 
+/* A target shorter than the payload (ddp_place_init: a Terminate's payload
+ * beyond what rdmap/rx.c keeps) takes its bytes, the rest is read and
+ * dropped, the CRC still checked, and the next FPDU is read right: a
+ * 200-byte and a 20000-byte payload (above MPA_RX_SMALL_MAX) into 50
+ * bytes with guards. Found by tests/fuzz/fuzz_fpdu (ddp_place_run asked
+ * mpa_rx_payload for the whole payload and got -EINVAL). */
+static void test_short_target_drops_the_rest(void **state)
+{
+	(void)state;
+	struct mpa_negotiated neg = {.rev = 2, .crc = true, .large_tx = true};
+	struct link k;
+	link_init_neg(&k, &neg, 0);
+	static uint8_t pl[20000];
+	for (size_t i = 0; i < sizeof(pl); i++)
+		pl[i] = (uint8_t)(i * 13 + 1);
+	static const uint32_t lens[] = {200, sizeof(pl), 8};
+	for (size_t n = 0; n < 3; n++) {
+		struct iovec iov = {pl, lens[n]};
+		struct ddp_msg m = {.ulp_ctrl = 0x47,
+				    .qn = 2,
+				    .msn = (uint32_t)n + 1,
+				    .iov = &iov,
+				    .niov = 1,
+				    .len = lens[n]};
+		send_msg(&k, &m);
+	}
+	for (size_t n = 0; n < 3; n++) {
+		struct ddp_rx_seg s;
+		assert_int_equal(RX_WAIT(&k, ddp_rx_header(&k.crx, &s)), 1);
+		assert_int_equal(s.payload_len, lens[n]);
+		uint8_t d[16 + 50 + 16];
+		memset(d, 0xee, sizeof(d));
+		struct ddp_place p;
+		struct iovec v = {d + 16, 50};
+		ddp_place_init(&p, &v, 1, s.payload_len);
+		assert_int_equal(p.room, lens[n] < 50 ? lens[n] : 50);
+		assert_int_equal(RX_WAIT(&k, ddp_place_run(&k.crx, &p)), 0);
+		assert_int_equal(p.done, lens[n]);
+		assert_memory_equal(d + 16, pl, p.room);
+		for (size_t i = 0; i < sizeof(d); i++)
+			if (i < 16 || i >= 16 + p.room)
+				assert_int_equal(d[i], 0xee);
+	}
+	link_fini(&k);
+}
+
 /* A payload of at most MPA_TX_COPY_MAX bytes is copied into the batch: what
  * goes out, and what its CRC covers, is the buffer as it was when the FPDU
  * was built, even if the buffer changes before the batch is pushed. */
@@ -578,6 +624,7 @@ int main(void)
 	    cmocka_unit_test(test_corruption_detected),
 	    cmocka_unit_test(test_small_path_places_nothing_on_bad_crc),
 	    cmocka_unit_test(test_small_payload_copied),
+	    cmocka_unit_test(test_short_target_drops_the_rest),
 	    cmocka_unit_test(test_small_fpdus_bulk_receive),
 	    cmocka_unit_test(test_many_fpdus_one_syscall),
 	    cmocka_unit_test(test_rx_resumes_at_every_byte),
