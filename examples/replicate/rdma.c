@@ -836,7 +836,7 @@ int rep_rdma_send(const struct rep_opts *o)
 	if (rep_plan_init(&plan, &src, o, ss[0].chunk, table, count, &st))
 		goto out;
 
-	rep_progress_init(&prog, o, plan.todo_bytes);
+	rep_progress_init(&prog, o, plan.send_bytes);
 	t0 = rep_now();
 	for (uint32_t i = 0; i < o->streams; i++) {
 		ss[i].plan = &plan;
@@ -850,7 +850,7 @@ int rep_rdma_send(const struct rep_opts *o)
 		goto out;
 	}
 	/* Full bar once every Write completed; the answer comes later. */
-	rep_progress_update(&prog, plan.todo_bytes, true);
+	rep_progress_update(&prog, plan.send_bytes, true);
 	rep_progress_end(&prog);
 
 	/* Each stream's done is ordered behind that stream's Writes. */

@@ -251,13 +251,13 @@ struct rep_plan {
 	uint64_t size;		    /* bytes of SRC */
 	uint32_t chunk;		    /* bytes per chunk */
 	uint64_t nchunks;	    /* ceil(size / chunk) */
-	uint64_t *todo;		    /* chunk indices to send; NULL = all of them */
-	uint64_t ntodo;		    /* entries of todo (nchunks when todo is NULL) */
-	uint64_t todo_bytes;	    /* bytes of those chunks */
+	uint64_t *send_idx;	    /* chunk indices to send; NULL = all of them */
+	uint64_t nsend;		    /* entries of send_idx (nchunks when send_idx is NULL) */
+	uint64_t send_bytes;	    /* bytes of those chunks */
 	bool have_crc;		    /* crc already computed (by the resume comparison) */
 	uint32_t crc;		    /* whole-file CRC32c when have_crc */
 	uint64_t stop_after;	    /* tests: _exit(3) once this many chunks completed; 0 = off */
-	_Atomic uint64_t next;	    /* next index into todo */
+	_Atomic uint64_t next;	    /* next index into send_idx */
 	_Atomic uint64_t acked;	    /* bytes of completed chunks */
 	_Atomic uint64_t completed; /* chunks completed */
 	_Atomic int stop;	    /* set by a failing stream: the others stop too */

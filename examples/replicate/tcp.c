@@ -294,7 +294,7 @@ int rep_tcp_send(const struct rep_opts *o)
 	if (rep_plan_init(&plan, &src, o, o->chunk, table, count, &st))
 		goto out;
 
-	rep_progress_init(&prog, o, plan.todo_bytes);
+	rep_progress_init(&prog, o, plan.send_bytes);
 	t0 = rep_now();
 	for (uint32_t i = 0; i < o->streams; i++) {
 		tx[i].plan = &plan;
@@ -306,7 +306,7 @@ int rep_tcp_send(const struct rep_opts *o)
 	for (uint32_t i = 0; i < nthr; i++)
 		if (tx[i].err)
 			goto failed;
-	rep_progress_update(&prog, plan.todo_bytes, true);
+	rep_progress_update(&prog, plan.send_bytes, true);
 
 	done = (struct rep_done){.magic = htobe32(REP_MAGIC),
 				 .version = htobe16(REP_VERSION),

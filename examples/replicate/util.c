@@ -645,23 +645,23 @@ int rep_plan_init(struct rep_plan *p, struct rep_src *s, const struct rep_opts *
 	p->size = s->size;
 	p->chunk = chunk;
 	p->nchunks = s->size ? (s->size + chunk - 1) / chunk : 0;
-	p->ntodo = p->nchunks;
-	p->todo_bytes = s->size;
+	p->nsend = p->nchunks;
+	p->send_bytes = s->size;
 	p->stop_after = o->stop_after;
 	st->chunks_sent = p->nchunks;
 	st->chunks_skipped = 0;
 	if (!table || count != p->nchunks || !count)
 		return 0;
-	p->todo = malloc((size_t)p->nchunks * sizeof(*p->todo));
+	p->send_idx = malloc((size_t)p->nchunks * sizeof(*p->send_idx));
 	if (!s->map)
 		buf = malloc(chunk);
-	if (!p->todo || (!s->map && !buf)) {
+	if (!p->send_idx || (!s->map && !buf)) {
 		rep_err("out of memory");
 		ret = -ENOMEM;
 		goto out;
 	}
-	p->ntodo = 0;
-	p->todo_bytes = 0;
+	p->nsend = 0;
+	p->send_bytes = 0;
 	for (uint64_t i = 0; i < p->nchunks; i++) {
 		uint64_t off = i * chunk;
 		size_t n = s->size - off < chunk ? (size_t)(s->size - off) : chunk;
@@ -679,18 +679,18 @@ int rep_plan_init(struct rep_plan *p, struct rep_src *s, const struct rep_opts *
 		c = rep_crc32c(0, d, n);
 		p->crc = rep_crc32c(p->crc, d, n);
 		if (c != table[i]) {
-			p->todo[p->ntodo++] = i;
-			p->todo_bytes += n;
+			p->send_idx[p->nsend++] = i;
+			p->send_bytes += n;
 		}
 	}
 	p->have_crc = true;
-	st->chunks_sent = p->ntodo;
-	st->chunks_skipped = p->nchunks - p->ntodo;
+	st->chunks_sent = p->nsend;
+	st->chunks_skipped = p->nchunks - p->nsend;
 	fprintf(stderr,
 		"uiwarp-replicate: resume: the receiver holds %llu of %llu chunks with a good "
 		"CRC32c; sending %llu\n",
 		(unsigned long long)st->chunks_skipped, (unsigned long long)p->nchunks,
-		(unsigned long long)p->ntodo);
+		(unsigned long long)p->nsend);
 out:
 	free(buf);
 	return ret;
@@ -703,9 +703,9 @@ bool rep_plan_next(struct rep_plan *p, uint64_t *off, uint32_t *len)
 	if (atomic_load(&p->stop))
 		return false;
 	i = atomic_fetch_add(&p->next, 1);
-	if (i >= p->ntodo)
+	if (i >= p->nsend)
 		return false;
-	k = p->todo ? p->todo[i] : i;
+	k = p->send_idx ? p->send_idx[i] : i;
 	*off = k * p->chunk;
 	*len = p->size - *off < p->chunk ? (uint32_t)(p->size - *off) : p->chunk;
 	return true;
@@ -723,8 +723,8 @@ void rep_plan_complete(struct rep_plan *p, uint32_t len)
 
 void rep_plan_free(struct rep_plan *p)
 {
-	free(p->todo);
-	p->todo = NULL;
+	free(p->send_idx);
+	p->send_idx = NULL;
 }
 
 /* ---- TCP_INFO for the summary line ---- */
@@ -848,7 +848,7 @@ uint32_t rep_run_streams(struct rep_plan *p, struct rep_src *s, const struct rep
 		rep_progress_end(prog);
 		rep_err("interrupted after %llu of %llu bytes",
 			(unsigned long long)atomic_load(&p->acked),
-			(unsigned long long)p->todo_bytes);
+			(unsigned long long)p->send_bytes);
 	}
 	return n;
 }
