@@ -19,7 +19,8 @@
  *
  * The engine thread blocks every asynchronous signal (a library must not change which
  * thread a process's signals reach) and is started on the first connection
- * (not before: fork-safe until then).
+ * (not before: fork-safe until then); it ends when the last QP it served
+ * is detached (destroyed), and the next connection starts it again.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,7 +56,8 @@ struct uiw_engine {
 	pthread_cond_t cycled;
 	int epfd, evfd;
 	pthread_t thread;
-	bool started;
+	bool started;	 /* the engine thread runs (lock) */
+	int nattached;	 /* QPs attached, not yet detached (lock) */
 	bool parked;	 /* the engine thread leaves the streams to pollers (lock) */
 	uint64_t cycles; /* completed epoll cycles (lock) */
 	struct uiw_qp *kick_head, *kick_tail;
@@ -606,10 +608,18 @@ static void *engine_main(void *arg)
 		}
 		pthread_mutex_lock(&engine.lock);
 		engine.cycles++;
+		/* the last QP was detached (destroyed) and nothing waits: the
+		 * thread ends, so a process that has closed its connections is
+		 * left with the threads it had before them; the next attach
+		 * starts it again (epfd and evfd stay) */
+		bool idle = !engine.nattached && !engine.kick_head && !engine.ndl;
+		if (idle)
+			engine.started = false;
 		pthread_cond_broadcast(&engine.cycled);
 		pthread_mutex_unlock(&engine.lock);
+		if (idle)
+			return NULL;
 	}
-	return NULL;
 }
 
 /* A writer-preferring lock: proxies come and go all the time, and a
@@ -632,6 +642,7 @@ static void engine_atfork_child(void)
 		close(engine.evfd);
 	engine.epfd = engine.evfd = -1;
 	engine.started = false;
+	engine.nattached = 0;
 	engine.parked = false;
 	engine.kick_head = engine.kick_tail = NULL;
 	engine.ndl = 0;
@@ -650,23 +661,26 @@ static void engine_register_atfork(void)
 static pthread_once_t proxy_once = PTHREAD_ONCE_INIT;
 
 /* Starts the engine thread with every asynchronous signal blocked
- * (util/thread.h). engine.lock held. */
+ * (util/thread.h); the epoll set and eventfd are made the first time and
+ * kept when the thread ends for want of QPs (a poller may still look at
+ * the set). engine.lock held. */
 static int engine_start_locked(void)
 {
 	if (engine.started)
 		return 0;
 	pthread_once(&atfork_once, engine_register_atfork);
 	pthread_once(&proxy_once, proxy_lock_init);
-	engine.epfd = epoll_create1(EPOLL_CLOEXEC);
-	engine.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (engine.epfd < 0 || engine.evfd < 0)
-		goto fail;
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, engine.evfd, &ev) < 0)
-		goto fail;
-	int rc = uiw_thread_create(&engine.thread, engine_main, NULL);
-	if (rc)
-		goto fail;
+	if (engine.epfd < 0) {
+		engine.epfd = epoll_create1(EPOLL_CLOEXEC);
+		engine.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (engine.epfd < 0 || engine.evfd < 0)
+			goto fail;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+		if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, engine.evfd, &ev) < 0)
+			goto fail;
+	}
+	if (uiw_thread_create(&engine.thread, engine_main, NULL))
+		return -EAGAIN; /* the set and eventfd stay for the next try */
 	pthread_detach(engine.thread);
 	engine.started = true;
 	return 0;
@@ -690,10 +704,13 @@ int uiw_engine_attach(struct uiw_qp *qp)
 		qp->detached = false;
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 					 .data.ptr = qp};
-		if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		if (epoll_ctl(engine.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			rc = -errno;
-		else
+			qp->eng = NULL; /* counted only when attached */
+		} else {
 			qp->registered = true;
+			engine.nattached++;
+		}
 	}
 	pthread_mutex_unlock(&engine.lock);
 	if (rc)
@@ -713,7 +730,15 @@ void uiw_engine_detach(struct uiw_qp *qp)
 		 * before an attach may hold it */
 		dl_remove_locked(qp);
 		qp->detached = true;
+		/* its deadline was all that kept an engine without QPs up:
+		 * let the thread see that it may end */
+		bool wake = engine.started && !engine.nattached && !engine.ndl &&
+			    !pthread_equal(pthread_self(), engine.thread);
 		pthread_mutex_unlock(&engine.lock);
+		if (wake) {
+			uint64_t one = 1;
+			(void)!write(engine.evfd, &one, sizeof(one));
+		}
 		return;
 	}
 	if (qp->registered && fd >= 0)
@@ -735,6 +760,7 @@ void uiw_engine_detach(struct uiw_qp *qp)
 	}
 	qp->eng = NULL;
 	qp->detached = true;
+	engine.nattached--;
 	bool started = engine.started;
 	bool wait = started && !pthread_equal(pthread_self(), engine.thread);
 	uint64_t c = engine.cycles;
