@@ -53,6 +53,7 @@ static size_t n_listeners, cap_listeners;
 static pthread_mutex_t life_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	bool running;
+	bool lazy; /* started by a listener (not iwpm_responder_start*): stops with the last */
 	pid_t pid; /* the process that started it (fork detection) */
 	uint16_t port;
 	int fd4, fd6, wake_rd, wake_wr;
@@ -83,6 +84,9 @@ static int to_listener(const struct sockaddr *sa, struct listener *l)
 		return r;
 	return l->port ? 0 : -EINVAL;
 }
+
+static void start_for_listeners(void);
+static void stop_if_unused(void);
 
 int iwpm_responder_add_listener(const struct sockaddr *addr)
 {
@@ -115,7 +119,7 @@ int iwpm_responder_add_listener(const struct sockaddr *addr)
 	listeners[n_listeners++] = l;
 added:
 	pthread_mutex_unlock(&list_lock);
-	(void)iwpm_responder_start(); /* lazily, on the first listener */
+	start_for_listeners(); /* lazily, on the first listener */
 	return 0;
 }
 
@@ -139,6 +143,8 @@ int iwpm_responder_remove_listener(const struct sockaddr *addr)
 		}
 	}
 	pthread_mutex_unlock(&list_lock);
+	if (!r)
+		stop_if_unused();
 	return r;
 }
 
@@ -333,6 +339,7 @@ static void release(void)
 	close_fd(&R.wake_rd);
 	close_fd(&R.wake_wr);
 	R.running = false;
+	R.lazy = false;
 	R.port = 0;
 }
 
@@ -481,15 +488,49 @@ uint16_t iwpm_responder_port(void)
 	return port;
 }
 
+/* The responder a listener started (UIWARP_IWPM_RESPONDER allowing):
+ * marked lazy, so that the last listener's removal stops it. */
+static void start_for_listeners(void)
+{
+	if (!iwpm_enabled() || iwpm_env_int("UIWARP_IWPM_RESPONDER", 1, 0, 1) == 0)
+		return;
+	pthread_mutex_lock(&life_lock);
+	forget_if_forked();
+	if (!R.running && start_locked(IWPM_PORT) == 0)
+		R.lazy = true;
+	pthread_mutex_unlock(&life_lock);
+}
+
+/* Under life_lock, the thread running: wakes it, joins it, closes. */
+static void stop_locked(void)
+{
+	(void)!write(R.wake_wr, "x", 1);
+	pthread_join(R.thread, NULL);
+	release();
+}
+
+/* After a listener's removal: a responder that listeners started ends
+ * with the last of them, so a process that closed its listeners is left
+ * with no thread of ours (an add_listener racing with this waits on
+ * life_lock and starts it again). */
+static void stop_if_unused(void)
+{
+	pthread_mutex_lock(&life_lock);
+	forget_if_forked();
+	pthread_mutex_lock(&list_lock);
+	bool unused = n_listeners == 0;
+	pthread_mutex_unlock(&list_lock);
+	if (R.running && R.lazy && unused)
+		stop_locked();
+	pthread_mutex_unlock(&life_lock);
+}
+
 void iwpm_responder_stop(void)
 {
 	pthread_mutex_lock(&life_lock);
 	forget_if_forked();
-	if (R.running) {
-		(void)!write(R.wake_wr, "x", 1);
-		pthread_join(R.thread, NULL);
-		release();
-	}
+	if (R.running)
+		stop_locked();
 	pthread_mutex_unlock(&life_lock);
 }
 
