@@ -13,8 +13,10 @@
 #   oneway          the client's namespace drops every packet it receives
 #                   (iptables INPUT DROP)
 #   rst             a proxy between the ends (tests/fault/rst_proxy.py, one
-#                   namespace, loopback) resets both connections 100 bytes
-#                   into an FPDU, after 4 MiB went the way the data goes
+#                   namespace, loopback) resets both connections 30000 bytes
+#                   into a 64 KiB FPDU (a Write's or Read Response's
+#                   payload partly placed), after 4 MiB went the way the
+#                   data goes
 # Both ends run under uiwarp with UIWARP_DEAD_PEER_MS=3000 in namespaces of
 # their own joined by a veth pair shaped to 200 Mbit/s (tbf: a 1 MiB
 # operation takes ~42 ms, so the fault finds WRs outstanding). The fault
@@ -77,7 +79,7 @@ if [ "$FAULT" = rst ]; then
 	dir=c2s
 	[ "$MODE" = read ] && dir=s2c
 	e2e_bg PROXY ip netns exec "$NS_L" timeout 60 "$PYTHON" "$(dirname "$0")/rst_proxy.py" \
-		127.0.0.1 "$PPORT" 127.0.0.1 "$PORT" "$dir" $((4 << 20)) 100 >"$E2E_TMP/proxy.out" 2>&1
+		127.0.0.1 "$PPORT" 127.0.0.1 "$PORT" "$dir" $((4 << 20)) 30000 >"$E2E_TMP/proxy.out" 2>&1
 	e2e_wait_for "$E2E_TMP/proxy.out" listening 10 || e2e_fail "the proxy did not listen"
 fi
 e2e_bg CLI ip netns exec "$NS_C" timeout 60 "${UIW_RUN[@]}" "$PEER" client --mode "$MODE" \
