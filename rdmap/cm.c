@@ -265,6 +265,15 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		close(fd);
 		return -ENOMEM;
 	}
+	if (cfg->tls.mode != UIW_TLS_OFF) {
+		/* UIWARP_TLS: the TLS 1.3 handshake before the MPA Request */
+		int rc = uiw_tls_client(&s, &cfg->tls, mc.timeout_ms);
+		if (rc) {
+			connect_failed(qp, dst, "TLS", rc, false);
+			s->ops->destroy(s);
+			return rc;
+		}
+	}
 	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
 	if (ird > UIW_MAX_IRD)
 		ird = UIW_MAX_IRD;
@@ -423,6 +432,12 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			close(fd);
 			continue;
 		}
+		/* UIWARP_TLS: a peer whose first byte starts a TLS handshake
+		 * gets one (a failed one is dropped like a bad MPA Request) */
+		if (uiw_tls_accept(&s, &cfg->tls, cfg->mpa.timeout_ms) != 0) {
+			s->ops->destroy(s);
+			continue;
+		}
 		struct uiw_conn_req *cr = calloc(1, sizeof(*cr));
 		if (!cr) {
 			s->ops->destroy(s);
@@ -435,14 +450,20 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			free(cr);
 			continue;
 		}
-		if (cr->req.markers && !cfg->mpa.markers) {
-			/* markers are not supported: reject (as siw does) */
+		/* refused requests: markers when they are not supported (as
+		 * siw does), a plain peer under UIWARP_TLS=required */
+		const char *refuse = NULL;
+		if (cr->req.markers && !cfg->mpa.markers)
+			refuse = "MPA request with markers rejected (UIWARP_MPA_MARKERS=0)";
+		else if (cfg->tls.mode == UIW_TLS_REQUIRED && !uiw_stream_is_tls(s))
+			refuse = "plain MPA request rejected (UIWARP_TLS=required)";
+		if (refuse) {
 			mpa_send_reject(s, &cr->req, NULL, 0);
 			uiw_stat_event(UIW_STAT_EV_REJECT_SENT);
 			if (uiw_log_on(UIW_LOG_WARN)) {
 				char t[128];
 				uiw_log(UIW_LOG_WARN, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
-					"MPA request with markers rejected (UIWARP_MPA_MARKERS=0)");
+					"%s", refuse);
 			}
 			s->ops->destroy(s);
 			free(cr);

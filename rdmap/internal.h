@@ -38,6 +38,7 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	struct uiw_tcp_opts tcp;
+	struct uiw_tls_opts tls; /* UIWARP_TLS* (stream/tls.c) */
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */

@@ -151,7 +151,7 @@ has_group peers && pkgs+=(libfabric-bin ucx-utils)
 pkgs+=(python3-matplotlib)
 if [ "$build_it" = 1 ]; then
 	pkgs+=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev
-		libmnl-dev)
+		libmnl-dev libssl-dev)
 fi
 if [ "$install" = 1 ]; then
 	missing=()

@@ -96,6 +96,11 @@ static ssize_t tcp_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 	return -EINTR;
 }
 
+static int tcp_emss(struct uiw_stream *s)
+{
+	return uiw_tcp_emss(s->fd);
+}
+
 static size_t tcp_rx_buffered(struct uiw_stream *s)
 {
 	(void)s;
@@ -108,20 +113,20 @@ static size_t tcp_rx_buffered(struct uiw_stream *s)
  * the peer from our address: a route's `mtu lock`, a learned PMTU or the
  * output interface's MTU) when that lookup works; silently TCP_MAXSEG alone
  * otherwise. UIWARP_LOG=debug says which bound won (util/log.h).
- * Returns the EMSS or -errno. */
-static int tcp_emss(struct uiw_stream *s)
+ * Returns the EMSS or -errno. (See stream/stream.h.) */
+int uiw_tcp_emss(int fd)
 {
 	int mss = 0;
 	socklen_t len = sizeof(mss);
 
-	if (getsockopt(s->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
+	if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
 		return -errno;
 	int maxseg = mss;
 	unsigned int pmtu = 0, bound = 0;
 	struct sockaddr_storage peer, self;
 	socklen_t pl = sizeof(peer), sl = sizeof(self);
-	if (getpeername(s->fd, (struct sockaddr *)&peer, &pl) == 0 &&
-	    getsockname(s->fd, (struct sockaddr *)&self, &sl) == 0 &&
+	if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&self, &sl) == 0 &&
 	    (peer.ss_family == AF_INET || peer.ss_family == AF_INET6)) {
 		struct uiw_nl_route rt;
 		if (uiw_nl_route_get((struct sockaddr *)&peer, (struct sockaddr *)&self, &rt) ==
@@ -134,7 +139,7 @@ static int tcp_emss(struct uiw_stream *s)
 	}
 	if (uiw_log_on(UIW_LOG_DEBUG)) {
 		char t[128];
-		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(s->fd, t, sizeof(t)),
+		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(fd, t, sizeof(t)),
 			"stream: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
 			"segment payload bound %u)",
 			mss, mss != maxseg ? "the route's path MTU" : "TCP_MAXSEG", maxseg, pmtu,
