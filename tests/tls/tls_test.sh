@@ -20,9 +20,10 @@
 #              client without a certificate against a server that asks
 #              for one, a PSK that differs; then a good client, whose 5
 #              pings must pass
-#   replicate  uiwarp-replicate of 64 MiB over TLS with a PSK (AES-128-GCM
-#              and ChaCha20-Poly1305): the receiver verifies the CRC32c,
-#              the copy equals the source
+#   replicate  uiwarp-replicate --tls of 64 MiB with a PSK: over RDMA with
+#              AES-128-GCM and with ChaCha20-Poly1305, and with --tcp (TLS
+#              on the plain sockets): the receiver verifies the CRC32c, the
+#              copy equals the source
 #   tamper     a proxy between the two ends flips one byte of the client's
 #              stream 4 MiB into a uiwarp-replicate copy (inside a TLS
 #              record): the receiver's record fails authentication, it
@@ -173,22 +174,29 @@ mode_refuse() {
 mode_replicate() {
 	[ -x "$REP" ] || skip "uiwarp-replicate not built"
 	head -c $((64 << 20)) /dev/urandom >"$TMP/src"
-	local suite
-	for suite in TLS_AES_128_GCM_SHA256 TLS_CHACHA20_POLY1305_SHA256; do
+	local suite how
+	for how in "TLS_AES_128_GCM_SHA256" "TLS_CHACHA20_POLY1305_SHA256" "TLS_AES_128_GCM_SHA256 --tcp"; do
+		read -r suite tcp <<<"$how"
 		rm -f "$TMP/dst"
-		local E=(UIWARP_TLS=required UIWARP_TLS_PSK=$PSK UIWARP_TLS_CIPHERS=$suite UIWARP_LOG=info)
-		inns env "${E[@]}" timeout 60 "$RUN" "$REP" recv -q --port $PORT "$TMP/dst" >"$TMP/recv.log" 2>&1 &
+		# --tls sets UIWARP_TLS itself (on / required); the PSK and the
+		# suite come from the environment, as for any uiwarp program
+		local E=(UIWARP_TLS_PSK=$PSK UIWARP_TLS_CIPHERS=$suite UIWARP_LOG=info)
+		# shellcheck disable=SC2086
+		inns env "${E[@]}" timeout 60 "$RUN" "$REP" recv -q --tls $tcp --port $PORT "$TMP/dst" \
+			>"$TMP/recv.log" 2>&1 &
 		local rp=$!
 		PIDS+=("$rp")
 		sleep 0.3
-		inns env "${E[@]}" timeout 60 "$RUN" "$REP" send -q --port $PORT "$TMP/src" $ADDR \
-			>"$TMP/send.log" 2>&1 || fail "$suite: sender failed: $(tail -2 "$TMP/send.log")"
-		wait "$rp" || fail "$suite: receiver failed"
-		cmp -s "$TMP/src" "$TMP/dst" || fail "$suite: copy differs"
-		grep -q "$suite" "$TMP/send.log" || fail "$suite: not the suite in use"
-		log "$suite: $(grep -o 'sent .*over rdma' "$TMP/send.log")"
+		# shellcheck disable=SC2086
+		inns env "${E[@]}" timeout 60 "$RUN" "$REP" send -q --tls $tcp --port $PORT "$TMP/src" $ADDR \
+			>"$TMP/send.log" 2>&1 || fail "$how: sender failed: $(tail -2 "$TMP/send.log")"
+		wait "$rp" || fail "$how: receiver failed"
+		cmp -s "$TMP/src" "$TMP/dst" || fail "$how: copy differs"
+		grep -q "with TLS" "$TMP/send.log" || fail "$how: the final line does not say TLS"
+		[ -z "$tcp" ] && { grep -q "$suite" "$TMP/send.log" || fail "$suite: not the suite in use"; }
+		log "$how: $(grep -o 'sent .*with TLS' "$TMP/send.log")"
 	done
-	log "PASS: 64 MiB over TLS with each cipher, copies equal"
+	log "PASS: 64 MiB over uiwarp's TLS stream with each cipher and over TLS-wrapped TCP, copies equal"
 }
 
 mode_tamper() {
