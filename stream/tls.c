@@ -9,11 +9,12 @@
  * Req Frame") so one port serves TLS and plain peers (siw and RNICs never
  * speak TLS). After it the socket stays non-blocking and the engine waits
  * on it as on a TCP stream:
- *   - sendv copies the gathered bytes into a 64 KiB staging buffer and
- *     SSL_write_ex's it (records of up to 16 KiB) until the socket is full;
- *     a record OpenSSL holds half-sent is finished by the next call, which
- *     offers the same bytes again (the caller re-offers what was not
- *     accepted: SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ *   - sendv SSL_write_ex's (records of up to 16 KiB) each large piece of
+ *     the gathered bytes from where it is and the small ones between
+ *     through a 64 KiB staging buffer, until the socket is full; a record
+ *     OpenSSL holds half-sent is finished by the next call, which offers
+ *     the same bytes again (the caller re-offers what was not accepted:
+ *     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
  *   - recvv SSL_read_ex's until the caller's buffers are full or the socket
  *     is dry (read-ahead off: OpenSSL takes a record's bytes from the
  *     socket and no more, so a dry socket and an empty SSL buffer go
@@ -45,6 +46,8 @@
 
 /* Bytes gathered into one staging buffer (SSL_write_ex cuts 16 KiB records). */
 #define TLS_STAGE (64 * 1024)
+/* A piece of an iovec this long or longer is encrypted in place, not staged. */
+#define TLS_DIRECT 4096
 /* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
 #define TLS_CT_HANDSHAKE 0x16
 
@@ -109,42 +112,51 @@ static int ssl_errno(struct tls_stream *t, int ret, const char *op)
 	}
 }
 
-/* sendv: see stream/stream.h. */
+/* sendv: see stream/stream.h. A piece of at least TLS_DIRECT bytes (an
+ * FPDU's payload) is encrypted straight from the caller's memory; the small
+ * pieces between (headers, pad, CRC) are gathered into the staging buffer
+ * first. Record boundaries follow from the bytes offered, so a call that
+ * re-offers what was not accepted finishes a record OpenSSL holds
+ * half-sent with the same bytes and at least its length. */
 static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
 	struct tls_stream *t = tls_of(s);
-	size_t done = 0;
+	size_t done = 0, at = 0; /* bytes of iov[i] already taken */
 	int i = 0;
-	size_t at = 0; /* bytes of iov[i] already staged */
 
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	for (;;) {
-		size_t len = 0;
-		while (i < n && len < TLS_STAGE) {
-			size_t k = iov[i].iov_len - at;
-			if (k > TLS_STAGE - len)
-				k = TLS_STAGE - len;
-			memcpy(t->stage + len, (const uint8_t *)iov[i].iov_base + at, k);
-			len += k;
-			at += k;
-			if (at == iov[i].iov_len) {
-				i++;
-				at = 0;
+	while (i < n) {
+		const uint8_t *p = (const uint8_t *)iov[i].iov_base + at;
+		size_t len = iov[i].iov_len - at;
+		if (len >= TLS_DIRECT) {
+			i++;
+			at = 0;
+		} else {
+			len = 0;
+			while (i < n && len < TLS_STAGE && iov[i].iov_len - at < TLS_DIRECT) {
+				size_t k = iov[i].iov_len - at;
+				if (k > TLS_STAGE - len)
+					k = TLS_STAGE - len;
+				memcpy(t->stage + len, (const uint8_t *)iov[i].iov_base + at, k);
+				len += k;
+				at += k;
+				if (at == iov[i].iov_len) {
+					i++;
+					at = 0;
+				}
 			}
+			p = t->stage;
 		}
-		if (len == 0)
-			break;
 		size_t off = 0;
 		while (off < len) {
 			size_t w = 0;
-			int ok = SSL_write_ex(t->ssl, t->stage + off, len - off, &w);
-			if (ok) {
+			if (SSL_write_ex(t->ssl, p + off, len - off, &w)) {
 				off += w;
 				continue;
 			}
-			int r = ssl_errno(t, ok, "write");
+			int r = ssl_errno(t, 0, "write");
 			pthread_mutex_unlock(&t->lock);
 			done += off;
 			if (r == -EAGAIN || r == 0)
