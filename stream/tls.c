@@ -15,11 +15,14 @@
  *     OpenSSL holds half-sent is finished by the next call, which offers
  *     the same bytes again (the caller re-offers what was not accepted:
  *     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
- *   - recvv SSL_read_ex's until the caller's buffers are full or the socket
- *     is dry (read-ahead off: OpenSSL takes a record's bytes from the
- *     socket and no more, so a dry socket and an empty SSL buffer go
- *     together, and an edge-triggered waiter misses nothing); rx_buffered
- *     is SSL_pending, the plaintext decrypted ahead of the reader.
+ *   - recvv SSL_read_ex's until the caller's buffers are full or OpenSSL
+ *     wants to read (read-ahead on: one read() takes up to 128 KiB of
+ *     records). OpenSSL asks for more only when what it holds is no whole
+ *     record and the socket had nothing (EAGAIN), so after -EAGAIN the
+ *     socket is dry and an edge-triggered waiter misses nothing; when the
+ *     caller's buffers fill first, a later call takes the rest (a short
+ *     read is never taken for a dry stream). rx_buffered is SSL_pending,
+ *     the plaintext decrypted ahead of the reader.
  *   - Only bytes of records that authenticated (AES-GCM / ChaCha20-Poly1305
  *     tags) reach the caller; a record that fails gives -EBADMSG and the
  *     connection ends (the QP goes to ERR, its WRs flushed).
@@ -46,6 +49,8 @@
 
 /* Bytes gathered into one staging buffer (SSL_write_ex cuts 16 KiB records). */
 #define TLS_STAGE (64 * 1024)
+/* OpenSSL's read buffer with read-ahead (bytes). */
+#define TLS_READ_BUF (128 * 1024)
 /* A piece of an iovec this long or longer is encrypted in place, not staged. */
 #define TLS_DIRECT 4096
 /* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
@@ -321,6 +326,10 @@ static SSL_CTX *tls_ctx(const struct uiw_tls_opts *o, int server)
 	/* a TCP FIN without close_notify is the end of the stream; MPA's
 	 * framing finds a stream cut inside an FPDU */
 	SSL_CTX_set_options(c, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
+	/* read-ahead: one read() takes up to TLS_READ_BUF bytes of records,
+	 * not two per record (header, then body) */
+	SSL_CTX_set_read_ahead(c, 1);
+	SSL_CTX_set_default_read_buffer_len(c, TLS_READ_BUF);
 	if (server)
 		(void)SSL_CTX_set_num_tickets(c, 0);
 	if (o->cert && *o->cert) {
