@@ -18,8 +18,9 @@
 #              another server name ("hostname mismatch"), a plain client
 #              against UIWARP_TLS=required (RDMA_CM_EVENT_REJECTED), a
 #              client without a certificate against a server that asks
-#              for one, a PSK that differs; then a good client, whose 5
-#              pings must pass
+#              for one; then a good client, whose 5 pings must pass; a PSK
+#              that differs (PSK server); a server certificate that expired
+#              ("certificate has expired")
 #   replicate  uiwarp-replicate --tls of 64 MiB with a PSK: over RDMA with
 #              AES-128-GCM and with ChaCha20-Poly1305, and with --tcp (TLS
 #              on the plain sockets): the receiver verifies the CRC32c, the
@@ -168,6 +169,17 @@ mode_refuse() {
 	sleep 0.5
 	client psk-mismatch RDMA_CM_EVENT_REJECTED "TLS handshake failed" UIWARP_TLS=on \
 		UIWARP_TLS_PSK=00${PSK:2}
+	# a server whose certificate expired yesterday
+	openssl x509 -req -in "$TMP/server.csr" -CA "$TMP/ca.pem" -CAkey "$TMP/ca.key" -days -1 \
+		-copy_extensions copy -out "$TMP/expired.pem" 2>/dev/null || fail "openssl: expired certificate"
+	PORT=$((PORT + 2))
+	inns env UIWARP_TLS=on "UIWARP_TLS_CERT=$TMP/expired.pem" "UIWARP_TLS_KEY=$TMP/server.key" \
+		UIWARP_LOG=info timeout 20 "$RUN" rping -s -a $ADDR -p $PORT -C 5 -S 2000 -v \
+		>"$TMP/expired-server.log" 2>&1 &
+	PIDS+=($!)
+	sleep 0.5
+	client expired RDMA_CM_EVENT_CONNECT_ERROR "certificate has expired" UIWARP_TLS=on \
+		"UIWARP_TLS_CA=$TMP/ca.pem" UIWARP_TLS_PEER_NAME=server.uiwarp.test
 	log "PASS: $n refused clients, each with its event and reason; the server kept serving"
 }
 
