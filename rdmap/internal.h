@@ -322,7 +322,12 @@ struct uiw_qp {
 	atomic_bool want_out;  /* the stream took only part: push again on POLLOUT */
 	atomic_bool hup_seen;  /* epoll reported the stream's end or an error */
 	atomic_bool out_ready; /* the engine saw POLLOUT since */
-	bool aborted;	       /* the stream was aborted (qp->lock) */
+	/* dead-peer watchdog where the kernel does not keep the bound
+	 * (Multipath TCP; progress.c, rx side): on, and the next check */
+	bool watch;
+	uint64_t watch_next_ns;
+	atomic_bool watch_expired; /* for the send side: end as a peer timeout */
+	bool aborted;		   /* the stream was aborted (qp->lock) */
 	/* engine bookkeeping (progress.c, under the engine's lock) */
 	bool detached; /* uiw_engine_detach let go of it (until an attach) */
 	struct uiw_engine *eng;

@@ -48,6 +48,14 @@ struct uiw_stream_ops {
 	 * error are reported at once. Best effort (TCP: SO_RCVLOWAT); may be
 	 * NULL. */
 	void (*rx_lowat)(struct uiw_stream *s, int bytes);
+	/* For a dead-peer watchdog where the kernel does not enforce the
+	 * bound itself (Multipath TCP ignores TCP_USER_TIMEOUT and keeps an
+	 * MPTCP connection after its subflows' keepalive gave up): the
+	 * milliseconds since the last segment from the peer on any path
+	 * (data or ACK; keepalive makes an idle live peer answer). Returns
+	 * them (>= 0), or -EOPNOTSUPP when the kernel keeps the bound (plain
+	 * TCP) or cannot tell. May be NULL. */
+	int (*silent_ms)(struct uiw_stream *s);
 	/* Half-closes the send direction (graceful close: TCP FIN). */
 	void (*shutdown_send)(struct uiw_stream *s);
 	/* Aborts both directions: later calls fail, a waiter on the descriptor
@@ -108,8 +116,8 @@ struct uiw_tcp_opts {
 	 * uiw_tcp_listen create IPPROTO_MPTCP sockets, plain TCP when the
 	 * kernel refuses (net.mptcp.enabled=0, no CONFIG_MPTCP). A connection
 	 * whose peer does not speak MPTCP falls back to plain TCP in the
-	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the dead-peer
-	 * bound rests on keepalive alone): docs/wan.md. */
+	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the engine
+	 * keeps the dead-peer bound through silent_ms): docs/wan.md. */
 	bool mptcp;
 };
 
@@ -158,6 +166,14 @@ int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
  * MTU (rtnetlink) when that lookup works. Returns it or -errno from
  * getsockopt (-EBADF, -ENOTSOCK). */
 int uiw_tcp_emss(int fd);
+
+/* silent_ms of a stream on socket fd (see uiw_stream_ops): for an
+ * IPPROTO_MPTCP socket that did not fall back, the least over its subflows
+ * of tcpi_last_data_recv and tcpi_last_ack_recv (getsockopt SOL_MPTCP
+ * MPTCP_TCPINFO, linux/mptcp.h; a connection with no subflow left is
+ * INT_MAX: silent); anything else -EOPNOTSUPP, or -errno from
+ * getsockopt. */
+int uiw_tcp_silent_ms(int fd);
 
 /* ------------------------------------------------------------------ TLS */
 

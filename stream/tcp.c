@@ -101,6 +101,11 @@ static int tcp_emss(struct uiw_stream *s)
 	return uiw_tcp_emss(s->fd);
 }
 
+static int tcp_silent_ms(struct uiw_stream *s)
+{
+	return uiw_tcp_silent_ms(s->fd);
+}
+
 static size_t tcp_rx_buffered(struct uiw_stream *s)
 {
 	(void)s;
@@ -205,6 +210,7 @@ static const struct uiw_stream_ops tcp_ops = {
     .rx_buffered = tcp_rx_buffered,
     .emss = tcp_emss,
     .rx_lowat = tcp_rx_lowat,
+    .silent_ms = tcp_silent_ms,
     .shutdown_send = tcp_shutdown_send,
     .abort = tcp_abort,
     .destroy = tcp_destroy,
@@ -273,6 +279,36 @@ int uiw_tcp_mptcp_state(int fd, int *subflows)
 	if (subflows)
 		*subflows = mi.mptcpi_subflows;
 	return 1;
+}
+
+/* See stream/stream.h. */
+int uiw_tcp_silent_ms(int fd)
+{
+	enum { MAX_SUBFLOWS = 8 };
+	struct {
+		struct mptcp_subflow_data d;
+		struct tcp_info ti[MAX_SUBFLOWS];
+	} b;
+	socklen_t len = sizeof(b);
+
+	if (!is_mptcp_socket(fd))
+		return -EOPNOTSUPP;
+	memset(&b, 0, sizeof(b));
+	b.d.size_subflow_data = sizeof(b.d);
+	b.d.size_user = sizeof(b.ti[0]);
+	if (getsockopt(fd, SOL_MPTCP, MPTCP_TCPINFO, &b, &len) < 0)
+		return errno == EOPNOTSUPP || errno == ENOPROTOOPT ? -EOPNOTSUPP : -errno;
+	unsigned int n = b.d.num_subflows < MAX_SUBFLOWS ? b.d.num_subflows : MAX_SUBFLOWS;
+	int quiet = INT_MAX;
+	for (unsigned int i = 0; i < n; i++) {
+		const struct tcp_info *t = &b.ti[i];
+		unsigned int q = t->tcpi_last_data_recv < t->tcpi_last_ack_recv
+				     ? t->tcpi_last_data_recv
+				     : t->tcpi_last_ack_recv;
+		if (q < (unsigned int)quiet)
+			quiet = (int)q;
+	}
+	return quiet;
 }
 
 /* See stream/stream.h. */

@@ -223,6 +223,12 @@ static int tls_emss(struct uiw_stream *s)
 	return uiw_tcp_emss(s->fd);
 }
 
+/* silent_ms: the socket's (uiw_tcp_silent_ms). */
+static int tls_silent_ms(struct uiw_stream *s)
+{
+	return uiw_tcp_silent_ms(s->fd);
+}
+
 /* close_notify (best effort: a full socket drops it), then TCP FIN. */
 static void tls_shutdown_send(struct uiw_stream *s)
 {
@@ -258,6 +264,7 @@ static const struct uiw_stream_ops tls_ops = {
     .rx_buffered = tls_rx_buffered,
     .emss = tls_emss,
     .rx_lowat = NULL, /* SO_RCVLOWAT counts ciphertext: not used */
+    .silent_ms = tls_silent_ms,
     .shutdown_send = tls_shutdown_send,
     .abort = tls_abort,
     .destroy = tls_destroy,
