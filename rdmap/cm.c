@@ -273,6 +273,9 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 			s->ops->destroy(s);
 			return rc;
 		}
+		/* TLS's AEAD tag already covers every byte: no CRC32c asked for */
+		if (!mc.crc_required)
+			mc.crc = false;
 	}
 	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
 	if (ird > UIW_MAX_IRD)
@@ -523,7 +526,11 @@ int uiw_accept_start(struct uiw_conn_req *req, struct uiw_qp *qp,
 		uiw_tcp_apply_opts(uiw_stream_fd(s), &o);
 	}
 	struct mpa_negotiated neg;
-	rc = mpa_send_accept(s, &cfg->mpa, &req->req, ird, ord, param->private_data,
+	struct mpa_config mc = cfg->mpa;
+	/* TLS's AEAD tag already covers every byte: no CRC32c asked for */
+	if (uiw_stream_is_tls(s) && !mc.crc_required)
+		mc.crc = false;
+	rc = mpa_send_accept(s, &mc, &req->req, ird, ord, param->private_data,
 			     param->private_data_len, &neg);
 	if (rc)
 		goto fail;

@@ -123,6 +123,8 @@ mode_rping() {
 		log "$kind: tshark finds $tls packets with TLS application data, $mpa with MPA"
 		if [ $kind = tls ]; then
 			grep -q "stream: TLSv1.3" "$TMP/tls.c.log" || fail "client log does not say TLSv1.3"
+			# the AEAD tag covers every byte: MPA's CRC32c is not asked for
+			grep -q "established.*CRC off" "$TMP/tls.c.log" || fail "CRC32c negotiated under TLS"
 			[ "$tls" -gt 0 ] && [ "$mpa" = 0 ] || fail "TLS capture: expected TLS records and no MPA"
 		else
 			[ "$tls" = 0 ] && [ "$mpa" -gt 0 ] || fail "plain capture: expected MPA and no TLS"
