@@ -235,16 +235,13 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 		w->iov[w->niov++].iov_len = w->sge[i].length;
 		w->len += w->sge[i].length;
 	}
-	if (wr->opcode == UIW_WR_RDMA_READ && wr->num_sge == 1 && w->sge[0].length) {
-		/* iWARP: the Read Response is a tagged Write into the sink, so
-		 * the sink STag needs REMOTE_WRITE (RFC 5040 §4.4) */
-		struct uiw_mr_int *mr = uiw_mr_get(w->sge[0].lkey);
-		if (mr && !(mr->pub.access & UIW_ACCESS_REMOTE_WRITE)) {
-			w->status = UIW_WC_LOC_ACCESS_ERR;
-			w->st = WQE_DONE;
-		}
-		uiw_mr_put(mr);
-	}
+	/* A Read sink needs LOCAL_WRITE (uiw_sge_resolve above), not
+	 * REMOTE_WRITE: as on siw (siw_proc_rresp checks the sink for
+	 * IB_ACCESS_LOCAL_WRITE), and tgt's iSER target registers the buffers
+	 * it reads initiators' write data into with LOCAL_WRITE only. The Read
+	 * Response is still placed only into the sink STag of the outstanding
+	 * Read, within what it asked (rx.c read_resp_begin), so the STag is
+	 * open to no other write. */
 	return 0;
 }
 

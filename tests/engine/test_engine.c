@@ -322,18 +322,25 @@ static void test_invalidate_unknown_stag_terminates(void **state)
 	pair_fini(&p);
 }
 
-static void test_read_sink_needs_remote_write(void **state)
+/* A Read sink needs LOCAL_WRITE, not REMOTE_WRITE (as on siw; tgt's iSER
+ * target reads write data into a pool registered with LOCAL_WRITE only):
+ * such a Read completes with the data; a sink without LOCAL_WRITE fails
+ * locally (LOC_ACCESS_ERR). */
+static void test_read_sink_needs_local_write(void **state)
 {
 	(void)state;
 	struct pair p;
 	pair_connect(&p, 4096);
+	for (int i = 0; i < 64; i++)
+		p.b.buf[i] = (uint8_t)(0xc0 + i);
 	uint8_t *sink = calloc(1, 64);
-	struct uiw_mr *smr;
+	struct uiw_mr *smr, *romr;
 	assert_int_equal(
 	    uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_LOCAL_WRITE, &smr), 0);
 	struct uiw_sge sge = {.addr = (uintptr_t)sink, .length = 64, .lkey = smr->stag};
 	struct uiw_send_wr wr = {.wr_id = 3,
 				 .opcode = UIW_WR_RDMA_READ,
+				 .flags = UIW_SEND_SIGNALED,
 				 .sg_list = &sge,
 				 .num_sge = 1,
 				 .remote_addr = (uintptr_t)p.b.buf,
@@ -343,7 +350,19 @@ static void test_read_sink_needs_remote_write(void **state)
 	struct uiw_wc wc;
 	assert_int_equal(poll_n(p.a.cq, &wc, 1), 1);
 	assert_int_equal(wc.wr_id, 3);
+	assert_int_equal(wc.status, UIW_WC_SUCCESS);
+	assert_memory_equal(sink, p.b.buf, 64);
+
+	/* without LOCAL_WRITE: a local error */
+	assert_int_equal(
+	    uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_REMOTE_READ, &romr), 0);
+	sge.lkey = romr->stag;
+	wr.wr_id = 4;
+	assert_int_equal(uiw_qp_post_send(p.a.qp, &wr, 1, &bad), 0);
+	assert_int_equal(poll_n(p.a.cq, &wc, 1), 1);
+	assert_int_equal(wc.wr_id, 4);
 	assert_int_equal(wc.status, UIW_WC_LOC_ACCESS_ERR);
+	assert_int_equal(uiw_mr_dereg(romr), 0);
 	assert_int_equal(uiw_mr_dereg(smr), 0);
 	free(sink);
 	pair_fini(&p);
@@ -525,7 +544,7 @@ int main(void)
 	    cmocka_unit_test(test_remote_access_error_terminates),
 	    cmocka_unit_test(test_extensions_refused_without_rfc7306),
 	    cmocka_unit_test(test_send_with_invalidate),
-	    cmocka_unit_test(test_read_sink_needs_remote_write),
+	    cmocka_unit_test(test_read_sink_needs_local_write),
 	    cmocka_unit_test(test_memory_window),
 	    cmocka_unit_test(test_invalidate_unknown_stag_terminates),
 	};
