@@ -281,7 +281,10 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 	return rc;
 }
 
-/* See rdmap/internal.h. Zero-length SGEs are skipped. */
+/* See rdmap/internal.h. Zero-length SGEs are skipped. Each SGE is copied
+ * out with memcpy, as the send path copies its list: a caller's list need
+ * not be aligned (libiscsi's iSER receive descriptors are packed structs
+ * with the ibv_sge at a 4-byte offset). */
 enum uiw_wc_status uiw_rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
 				   const struct uiw_recv_wr *wr)
 {
@@ -290,14 +293,16 @@ enum uiw_wc_status uiw_rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
 	r->len = 0;
 	for (int k = 0; k < wr->num_sge; k++) {
 		enum uiw_wc_status st;
-		if (wr->sg_list[k].length == 0)
+		struct uiw_sge sge;
+		memcpy(&sge, (const char *)wr->sg_list + (size_t)k * sizeof(sge), sizeof(sge));
+		if (sge.length == 0)
 			continue;
-		void *p = uiw_sge_resolve(pd, &wr->sg_list[k], true, &st);
+		void *p = uiw_sge_resolve(pd, &sge, true, &st);
 		if (!p)
 			return st;
 		r->iov[r->niov].iov_base = p;
-		r->iov[r->niov++].iov_len = wr->sg_list[k].length;
-		r->len += wr->sg_list[k].length;
+		r->iov[r->niov++].iov_len = sge.length;
+		r->len += sge.length;
 	}
 	return UIW_WC_SUCCESS;
 }
