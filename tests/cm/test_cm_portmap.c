@@ -186,7 +186,7 @@ static void no_connection(int fd)
 static void test_tgt_portals(void **state)
 {
 	int t4 = tcp_portal(AF_INET, PORT), t6 = tcp_portal(AF_INET6, PORT);
-	struct rdma_cm_id *l4, *l6, *x;
+	struct rdma_cm_id *l4 = NULL, *l6 = NULL, *x = NULL;
 
 	(void)state;
 	assert_int_equal(portal_id(AF_INET, PORT, &l4), 0);
@@ -218,7 +218,7 @@ static void test_tgt_portals(void **state)
 static void test_not_mapped_without_port_mapper(void **state)
 {
 	int t4 = tcp_portal(AF_INET, PORT + 1);
-	struct rdma_cm_id *x;
+	struct rdma_cm_id *x = NULL;
 
 	(void)state;
 	setenv("UIWARP_IWPM", "0", 1);
