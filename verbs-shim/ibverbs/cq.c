@@ -53,6 +53,8 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
 	struct shim_channel *ch = shim_channel(channel);
 
+	if (!channel)
+		return EINVAL;
 	if (__atomic_load_n(&channel->refcnt, __ATOMIC_ACQUIRE) > 0)
 		return EBUSY;
 	close(channel->fd);
@@ -86,6 +88,10 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 	struct shim_channel *ch = shim_channel(channel);
 	struct ibv_cq *ev;
 
+	if (!channel || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
 	for (;;) {
 		ssize_t n;
 		int e;
@@ -149,6 +155,8 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
  * waits for all of them). */
 void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
+	if (!cq)
+		return;
 	pthread_mutex_lock(&cq->mutex);
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);
@@ -227,7 +235,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
  * EOPNOTSUPP. */
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	if (cqe < 1)
+	if (!cq || cqe < 1)
 		return EINVAL;
 	return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
 }
@@ -240,6 +248,8 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	struct shim_cq *c = shim_cq(cq);
 	int ret;
 
+	if (!cq)
+		return EINVAL;
 	if (shim_busy(&c->users))
 		return EBUSY;
 	ret = uiw_cq_destroy(c->cq);

@@ -296,6 +296,8 @@ int ibv_close_device(struct ibv_context *context)
 	struct shim_context *c = shim_ctx(context);
 	struct shim_async_ev *e;
 
+	if (!context)
+		return EINVAL;
 	while ((e = c->ev_head)) {
 		c->ev_head = e->next;
 		free(e);
@@ -467,8 +469,7 @@ int ibv_query_port(struct ibv_context *context, uint8_t port_num,
  * -1 with errno EINVAL for another port or index. */
 int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
 {
-	(void)context;
-	if (port_num != SHIM_PORT_NUM || index != 0 || !gid) {
+	if (!context || port_num != SHIM_PORT_NUM || index != 0 || !gid) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -532,8 +533,7 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned i
  * iWARP). Returns 0, or -1 with errno EINVAL. */
 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
 {
-	(void)context;
-	if (port_num != SHIM_PORT_NUM || index != 0 || !pkey) {
+	if (!context || port_num != SHIM_PORT_NUM || index != 0 || !pkey) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -666,6 +666,10 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
 	struct shim_async_ev *e;
 	char b;
 
+	if (!context || !event) {
+		errno = EINVAL;
+		return -1;
+	}
 	for (;;) {
 		ssize_t n = read(context->async_fd, &b, 1);
 
@@ -701,6 +705,8 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
  * object it names waits until all its returned events are acked. */
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
+	if (!event)
+		return;
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR: {
 		struct ibv_cq *cq = event->element.cq;

@@ -222,10 +222,14 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
  * engine's errno (EINVAL). Calling it twice on one MR is undefined. */
 int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct shim_mr *m = shim_mr(mr);
-	struct shim_pd *p = shim_pd(mr->pd);
+	struct shim_mr *m;
+	struct shim_pd *p;
 	int ret;
 
+	if (!mr)
+		return EINVAL;
+	m = shim_mr(mr);
+	p = shim_pd(mr->pd);
 	ret = uiw_mr_dereg(m->mr);
 	if (ret)
 		return -ret;

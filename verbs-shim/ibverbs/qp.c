@@ -46,6 +46,25 @@ static void shim_qp_hash_del(struct shim_qp *q)
 	pthread_mutex_unlock(&shim_qp_hash_lock);
 }
 
+/* Is qp a QP ibv_create_qp* returned and ibv_destroy_qp has not freed?
+ * Looked up by address among the live ones (every bucket: a pointer that
+ * is not one must not be read), so a NULL, destroyed or stray QP gets
+ * EINVAL from destroy / modify / query instead of a use after free (an
+ * address a new QP took again counts as that QP). */
+static bool shim_qp_is_live(const struct ibv_qp *qp)
+{
+	bool live = false;
+
+	if (!qp)
+		return false;
+	pthread_mutex_lock(&shim_qp_hash_lock);
+	for (unsigned i = 0; i < SHIM_QP_HASH && !live; i++)
+		for (const struct shim_qp *q = shim_qp_hash[i]; q && !live; q = q->num_next)
+			live = &q->ibv == qp;
+	pthread_mutex_unlock(&shim_qp_hash_lock);
+	return live;
+}
+
 /* See shim.h. */
 struct shim_qp *shim_qp_by_num(struct ibv_context *context, uint32_t qp_num)
 {
@@ -286,7 +305,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	struct shim_qp *q = shim_qp(qp);
 
-	if (!attr)
+	if (!attr || !shim_qp_is_live(qp))
 		return EINVAL;
 	if (attr_mask & IBV_QP_STATE) {
 		enum ibv_qp_state to = attr->qp_state;
@@ -325,7 +344,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 	enum uiw_qp_state s;
 
 	(void)attr_mask;
-	if (!attr || !init_attr)
+	if (!attr || !init_attr || !shim_qp_is_live(qp))
 		return EINVAL;
 	s = uiw_qp_get_state(q->qp);
 	memset(attr, 0, sizeof(*attr));
@@ -361,12 +380,15 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 
 /* ibv_destroy_qp(3): aborts the connection if any, frees the QP after its
  * returned async events are acked (it waits). Returns 0 or the engine's
- * errno. */
+ * errno; EINVAL for NULL or a QP that is not live (destroyed already: a
+ * second ibv_destroy_qp is an error, not a double free). */
 int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	struct shim_qp *q = shim_qp(qp);
 	int ret;
 
+	if (!shim_qp_is_live(qp))
+		return EINVAL;
 	ret = uiw_qp_destroy(q->qp);
 	if (ret)
 		return -ret;
