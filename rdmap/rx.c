@@ -628,8 +628,39 @@ static int terminate_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct
 	return 0;
 }
 
+/* A received Terminate (buf[0..n)) that reports a remote protection error
+ * (RFC 5040 §4.8: RDMAP 0/1/x, or DDP 1/1/x) for one of our Read or
+ * Atomic Requests (its D flag echoes the untagged Request's DDP header):
+ * the responder takes Requests in order and has answered the ones before
+ * it, so it is the oldest outstanding; that WR completes with
+ * REM_ACCESS_ERR (as an InfiniBand requester's on a remote access error
+ * NAK, IBV_WC_REM_ACCESS_ERR), the rest flush. qp->lock held. */
+static void term_fail_request(struct uiw_qp *qp, const uint8_t *buf, uint32_t n)
+{
+	if (n < 4)
+		return;
+	uint8_t layer = buf[0] >> 4, etype = buf[0] & 0xf;
+	bool m = buf[2] & 0x80, d = buf[2] & 0x40;
+	uint32_t off = 4 + (m ? 2 : 0);
+	if (!d || n < off + 2 || etype != 1 ||
+	    (layer != RDMAP_LAYER_RDMAP && layer != RDMAP_LAYER_DDP))
+		return;
+	uint8_t op = buf[off + 1] & RDMAP_OPCODE_MASK;
+	if ((buf[off] & DDP_FLAG_TAGGED) || (op != RDMAP_RDMA_READ_REQ && op != RDMAP_ATOMIC_REQ) ||
+	    qp->orq_head == qp->orq_tail)
+		return;
+	const struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
+	struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
+	if (e->sq_idx != UINT32_MAX && e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head &&
+	    w->st == WQE_SENT) {
+		w->status = UIW_WC_REM_ACCESS_ERR;
+		w->st = WQE_DONE;
+	}
+}
+
 /* A Terminate from the peer (RFC 5040 §6.3): the QP goes to ERR, what was
- * outstanding flushes, our side of the stream closes. */
+ * outstanding flushes (a Read or Atomic it names as a protection error:
+ * term_fail_request), our side of the stream closes. */
 static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	(void)s;
@@ -648,8 +679,10 @@ static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 						  .ecode = buf[1]};
 	qp->terminated = true;
 	uiw_qp_set_close_reason(qp, UIW_CLOSE_TERMINATE);
-	if (qp->state != UIW_QPS_ERR)
+	if (qp->state != UIW_QPS_ERR) {
+		term_fail_request(qp, buf, n);
 		uiw_qp_flush_locked(qp);
+	}
 	pthread_mutex_unlock(&qp->lock);
 	/* RFC 5040 §6.3: after a Terminate the stream is closed */
 	qp->stream->ops->shutdown_send(qp->stream);

@@ -1077,6 +1077,20 @@ def r_peer_terminate_full(sock, c):
     return Expect([], wcs=(r"WC wr_id=100 status=5 ", FLUSHED))
 
 
+def r_peer_terminate_read(sock, c):
+    """The target's two Reads are outstanding; our Terminate says the first
+    one's source is an invalid STag (RDMAP remote protection 0/1/0x00, M, D
+    with its Read Request's DDP header, R with its body): that Read (wr_id
+    200) completes with REM_ACCESS_ERR (status 10), the other one and the
+    receives flush (rdmap/rx.c term_fail_request)."""
+    sink, to, size = c.reads[0]
+    hdr = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0)
+    body = struct.pack(">IQIIQ", sink, to, size, READ_SRC[0][0], READ_SRC[0][1])
+    ctrl = struct.pack(">BBHH", (RDMAP << 4) | RP_PROT, 0x00, 0xE000, len(hdr) + len(body))
+    send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, ctrl + hdr + body))
+    return Expect([], wcs=(r"WC wr_id=200 status=10 ", r"WC wr_id=201 status=5 ", FLUSHED))
+
+
 def r_peer_terminate_short(sock, c):
     """A Terminate whose payload is 2 bytes (shorter than its control word)."""
     send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, b"\x12\x01"))
@@ -1825,6 +1839,7 @@ RULE_CASES = {
     "atomic_req_msn_shared": (r_atomic_req_msn_shared, "", {"rfc7306": True}),
     "peer_terminate_full": (r_peer_terminate_full, "", {}),
     "peer_terminate_short": (r_peer_terminate_short, "", {}),
+    "peer_terminate_read": (r_peer_terminate_read, "reads", {}),
     "peer_rst_mid_message": (r_peer_rst_mid_message, "", {}),
     "peer_fin_mid_fpdu": (r_peer_fin_mid_fpdu, "", {}),
     "local_abort": (r_local_abort, "reads,abort", {}),
