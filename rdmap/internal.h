@@ -142,6 +142,10 @@ struct irq_entry {
 	struct uiw_mr_int *src; /* referenced; NULL for a zero-length read */
 	void *src_ptr;
 	struct iovec v; /* the response's payload, while it is being sent */
+	/* the Read Request, echoed by the Terminate if its source turns out
+	 * to be gone when the response is cut (tx.c, RFC 5040 §4.8) */
+	struct ddp_rx_seg req_seg;
+	struct rdmap_read_req rreq; /* wire order */
 };
 
 /* An outbound RDMA Read (or Atomic) waiting for its response. */
@@ -456,6 +460,11 @@ struct uiw_term {
  * peer still sends for a bounded time; then UIW_QP_EV_TERMINATE and
  * DISCONNECTED). rx_lock holder. */
 void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t);
+/* The Terminate path for an error the send side finds (the source of a
+ * Read Response is no longer mapped, tx.c): as uiw_terminate, but the
+ * receive side switches to draining on its next pass (rx_pass sees
+ * term_queued). tx_lock holder. */
+void uiw_terminate_tx(struct uiw_qp *qp, const struct uiw_term *t);
 /* Builds a Terminate's payload; returns its length in bytes. */
 size_t uiw_term_build(const struct uiw_term *t, uint8_t *out);
 

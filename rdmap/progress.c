@@ -265,6 +265,12 @@ static void rx_pass(struct uiw_qp *qp, enum prog_role role, bool timer)
 	size_t budget = role == ROLE_ENGINE   ? BUDGET_ENGINE
 			: role == ROLE_POLLER ? BUDGET_POLLER
 					      : BUDGET_POSTER;
+	if (term && qp->rx_state != RX_DRAIN && qp->rx_state != RX_DONE) {
+		/* a Terminate the send side queued (uiw_terminate_tx): stop
+		 * placing, read and drop like after one of ours */
+		qp->rx_state = RX_DRAIN;
+		qp->rx_drain_end = 0;
+	}
 	if (term)
 		terminate_clock(qp);
 	if (atomic_load_explicit(&qp->hup_seen, memory_order_acquire))

@@ -323,7 +323,10 @@ void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out);
  * FPDU boundary (after our own SQD close, or before it); then queued Read
  * Responses are still sent. Every other reason is abortive. In every case
  * WRs that were completed stay completed and every outstanding WR (send and
- * receive) completes with UIW_WC_WR_FLUSH_ERR. */
+ * receive) completes with UIW_WC_WR_FLUSH_ERR, but for the Read or Atomic a
+ * received Terminate names as a remote protection error
+ * (UIW_WC_REM_ACCESS_ERR) and a WR whose own buffer was found unmapped
+ * (UIW_WC_LOC_PROT_ERR). */
 enum uiw_close_reason {
 	UIW_CLOSE_NONE = 0,	  /* open, or never connected */
 	UIW_CLOSE_GRACEFUL,	  /* the peer's FIN at an FPDU boundary */

@@ -53,8 +53,11 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
  * CQs still use it. */
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
-	struct shim_channel *ch = shim_channel(channel);
+	struct shim_channel *ch;
 
+	if (!channel)
+		return EINVAL;
+	ch = shim_channel(channel);
 	if (__atomic_load_n(&channel->refcnt, __ATOMIC_ACQUIRE) > 0)
 		return EBUSY;
 	close(channel->fd);
@@ -116,9 +119,14 @@ static bool drop_stale_head(struct shim_channel *ch, struct ibv_cq *cq, bool ano
  * none), EINTR, or EIO. */
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
 {
-	struct shim_channel *ch = shim_channel(channel);
+	struct shim_channel *ch;
 	struct ibv_cq *ev;
 
+	if (!channel || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	ch = shim_channel(channel);
 	for (;;) {
 		ssize_t n;
 		int e;
@@ -186,6 +194,8 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
  * waits for all of them). */
 void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
+	if (!cq)
+		return;
 	pthread_mutex_lock(&cq->mutex);
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);
@@ -228,7 +238,8 @@ static void shim_channel_purge(struct shim_channel *ch, struct ibv_cq *cq)
 
 /* ibv_create_cq(3): a CQ with at least cqe entries (1..UIW_MAX_CQE);
  * completion events go to channel (optional) once armed. comp_vector must
- * be 0 (num_comp_vectors is 1). Returns NULL with errno EINVAL or ENOMEM. */
+ * be 0 (num_comp_vectors is 1). Returns NULL with errno EINVAL or ENOMEM
+ * (also: max_cq CQs exist). */
 struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 			     struct ibv_comp_channel *channel, int comp_vector)
 {
@@ -240,12 +251,13 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 		return shim_fail_null(EINVAL);
 	if (channel && channel->context != context)
 		return shim_fail_null(EINVAL);
+	if (!shim_kind_get(SHIM_KIND_CQ))
+		return NULL;
 	c = calloc(1, sizeof(*c));
-	if (!c)
-		return shim_fail_null(ENOMEM);
-	ret = uiw_cq_create((unsigned)cqe, shim_cq_notify, c, &c->cq);
+	ret = c ? uiw_cq_create((unsigned)cqe, shim_cq_notify, c, &c->cq) : -ENOMEM;
 	if (ret) {
 		free(c);
+		shim_kind_put(SHIM_KIND_CQ);
 		return shim_fail_null(-ret);
 	}
 	c->ibv.context = context;
@@ -264,7 +276,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
  * EOPNOTSUPP. */
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	if (cqe < 1)
+	if (!cq || cqe < 1)
 		return EINVAL;
 	return cqe <= cq->cqe ? 0 : EOPNOTSUPP;
 }
@@ -274,9 +286,12 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
  * Returns 0, or EBUSY while a QP uses it. */
 int ibv_destroy_cq(struct ibv_cq *cq)
 {
-	struct shim_cq *c = shim_cq(cq);
+	struct shim_cq *c;
 	int ret;
 
+	if (!cq)
+		return EINVAL;
+	c = shim_cq(cq);
 	if (shim_busy(&c->users))
 		return EBUSY;
 	ret = uiw_cq_destroy(c->cq);
@@ -297,6 +312,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(c);
+	shim_kind_put(SHIM_KIND_CQ);
 	return 0;
 }
 
