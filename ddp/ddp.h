@@ -46,8 +46,10 @@ struct ddp_txpos {
  * zero-length message is one segment) until the batch is full or the
  * message is done, advancing *pos. Returns 1 when the last segment is in
  * the batch, 0 when the batch filled first (push it, then call again with
- * the same *pos), -EINVAL (a segment would need more than 16 pieces).
- * RFC 5041 §5.1 (tagged), §5.2 (untagged), §4 (headers). */
+ * the same *pos), -EINVAL (a segment would need more than 16 pieces),
+ * -EFAULT / -EACCES (mpa_tx_fpdu: a page of the payload is gone or not
+ * readable; *pos stays at that segment, the ones before it are in the
+ * batch). RFC 5041 §5.1 (tagged), §5.2 (untagged), §4 (headers). */
 int ddp_tx_message(struct mpa_conn *c, const struct ddp_msg *m, struct ddp_txpos *pos);
 
 /* ---------------------------------------------------------------- receive */
@@ -163,7 +165,9 @@ void ddp_place_init(struct ddp_place *p, const struct iovec *iov, int n, uint32_
  * byte lands (mpa_rx_small); larger ones are placed as they arrive, straight
  * from the kernel, and checked at the end. Returns 0 (placed, CRC good),
  * -EAGAIN (call again; p keeps the progress), -EBADMSG (CRC), or the
- * stream's -errno (-ENODATA: the stream ended inside the FPDU). */
+ * stream's -errno (-ENODATA: the stream ended inside the FPDU), -EFAULT /
+ * -EACCES (a page of the target is not mapped / not writable: the
+ * application unmapped registered memory; util/guard.h). */
 int ddp_place_run(struct mpa_conn *c, struct ddp_place *p);
 
 #endif

@@ -48,6 +48,8 @@ _Static_assert(sizeof(struct ddp_untagged_hdr) == 18, "untagged DDP header is 18
 #define DDP_ETYPE_UNTAGGED 0x2
 #define DDP_ETYPE_LLP 0x3 /* reserved for the LLP; cxgb4/irdma send MPA errors so */
 
+#define DDP_CATASTROPHIC_LOCAL 0x00 /* with DDP_ETYPE_CATASTROPHIC */
+
 #define DDP_TAGGED_INVALID_STAG 0x00
 #define DDP_TAGGED_BASE_BOUNDS 0x01
 #define DDP_TAGGED_STAG_NOT_ASSOC 0x02

@@ -8,7 +8,8 @@
  *
  * Responder: when no port mapper owns UDP 3935 on this host, answer kernel
  * iWARP initiators' queries for uiwarp's listeners (ACCEPT with the
- * listener's own port; REJECT otherwise), so their connect does not stall
+ * listener's port, the mapped one for a listener whose application port a
+ * host socket holds; REJECT otherwise), so their connect does not stall
  * for iwpmd's 10 s timeout. It starts lazily (first listener), never from a
  * library constructor, and is fork-aware: a child that inherited a running
  * responder starts its own on its first listener if the port is free.
@@ -114,6 +115,28 @@ void iwpm_responder_stop(void);
  * responder if it does not run (iwpm_responder_start; its result is not
  * an error here). Returns 0, -EINVAL, -EAFNOSUPPORT, -ENOMEM. */
 int iwpm_responder_add_listener(const struct sockaddr *addr);
+
+/* Registers a uiwarp listener whose application address addr (AF_INET or
+ * AF_INET6, specific or wildcard IP, non-zero port: the port the
+ * application bound and peers ask for) really listens on TCP port
+ * mapped_port (host order, non-zero) of the same IP, as iwpmd maps an RNIC
+ * listener to a host port: queries for addr get ACCEPT with mapped_port.
+ * v6only: an IPv6 wildcard that takes no IPv4 (RDMA_OPTION_ID_AFONLY), so
+ * IPv4 queries for the port go to an IPv4 listener; without it a [::]
+ * listener also answers IPv4 queries. A listener of the query's own IP
+ * version is preferred over a dual-stack [::]. Counted like
+ * iwpm_responder_add_listener (which is this with mapped_port = addr's port
+ * and v6only false), undone by iwpm_responder_remove_listener(addr); starts
+ * the responder if it does not run. Returns 0, -EINVAL (port or
+ * mapped_port 0), -EAFNOSUPPORT, -ENOMEM. */
+int iwpm_responder_add_mapping(const struct sockaddr *addr, uint16_t mapped_port, bool v6only);
+
+/* Whether a listener registered here (any mapping) would clash with a TCP
+ * listener on addr (IPV6_V6ONLY as v6only): same port, and the one's
+ * addresses include the other's (same IP, a wildcard of the same version,
+ * or a dual-stack [::] against IPv4). This process's uiwarp listeners, as
+ * the rdma_cm port space sees them. */
+bool iwpm_responder_holds(const struct sockaddr *addr, bool v6only);
 
 /* Undoes one iwpm_responder_add_listener(addr). The responder keeps
  * running. Returns 0 or -ENOENT. */

@@ -1,8 +1,9 @@
 /* iwpm responder: answers port-mapper REQUESTs for uiwarp's listeners when
  * no iwpmd owns the UDP port (rdma-core iwpmd/iwarp_pm_server.c,
  * process_iwpm_wire_request / process_iwpm_wire_ack, is the other
- * implementation; uiwarp never remaps, so an ACCEPT carries the listener's
- * own port).
+ * implementation). An ACCEPT carries the listener's own port, or the
+ * port it was mapped to when the application's port was held by a socket
+ * that is not uiwarp's (iwpm_responder_add_mapping).
  *
  * Locking: life_lock serialises start/stop; list_lock guards the listener
  * table and is the only lock the thread takes. The table of answered
@@ -32,7 +33,9 @@
 struct listener {
 	uint8_t ip_ver; /* 4 or 6; 6 with a zero IP is the dual-stack wildcard */
 	uint8_t ip[IWPM_IPADDR_LEN];
-	uint16_t port;
+	uint16_t port;	 /* the application's port, which REQUESTs name */
+	uint16_t mapped; /* the TCP port it listens on (= port unless mapped) */
+	bool v6only;	 /* an IPv6 wildcard that takes no IPv4 */
 	int refs;
 };
 
@@ -90,16 +93,29 @@ static void stop_if_unused(void);
 
 int iwpm_responder_add_listener(const struct sockaddr *addr)
 {
+	uint16_t port = 0;
+
+	iwpm_sockaddr_to_wire(addr, NULL, NULL, &port);
+	return iwpm_responder_add_mapping(addr, port, false);
+}
+
+int iwpm_responder_add_mapping(const struct sockaddr *addr, uint16_t mapped_port, bool v6only)
+{
 	struct listener l;
 	int r = to_listener(addr, &l);
 
 	if (r)
 		return r;
+	if (!mapped_port)
+		return -EINVAL;
+	l.mapped = mapped_port;
+	l.v6only = l.ip_ver == 6 && v6only;
 	pthread_mutex_lock(&list_lock);
 	for (size_t i = 0; i < n_listeners; i++) {
 		struct listener *x = &listeners[i];
 
-		if (x->ip_ver == l.ip_ver && x->port == l.port && !memcmp(x->ip, l.ip, 16)) {
+		if (x->ip_ver == l.ip_ver && x->port == l.port && !memcmp(x->ip, l.ip, 16) &&
+		    x->mapped == l.mapped && x->v6only == l.v6only) {
 			x->refs++;
 			goto added;
 		}
@@ -148,27 +164,59 @@ int iwpm_responder_remove_listener(const struct sockaddr *addr)
 	return r;
 }
 
-/* Is there a listener for the accepting peer address of a REQUEST? As in
- * iwpmd's find_iwpm_mapping: same port and same IP, or either side a
- * wildcard. */
-static bool have_listener(uint8_t ip_ver, const uint8_t *ip, uint16_t port)
+/* Whether registered listener x takes connections to ip_ver / ip, as in
+ * iwpmd's find_iwpm_mapping: same IP, or either side a wildcard; a
+ * dual-stack [::] (not v6only) takes IPv4 too. */
+static bool listener_takes(const struct listener *x, uint8_t ip_ver, const uint8_t *ip)
 {
-	bool found = false;
+	bool x_any = ip_is_zero(x->ip);
+
+	if (x->ip_ver == ip_ver)
+		return x_any || ip_is_zero(ip) || !memcmp(x->ip, ip, 16);
+	return x->ip_ver == 6 && ip_ver == 4 && x_any && !x->v6only;
+}
+
+/* The TCP port of the listener for the accepting peer address of a
+ * REQUEST (its mapped port), 0 if none. A listener of the REQUEST's own IP
+ * version goes before a dual-stack [::] one (tgt listens on 0.0.0.0:P and
+ * an AFONLY [::]:P, each mapped to a port of its own). */
+static uint16_t find_listener(uint8_t ip_ver, const uint8_t *ip, uint16_t port)
+{
+	uint16_t found = 0;
 
 	pthread_mutex_lock(&list_lock);
-	for (size_t i = 0; i < n_listeners && !found; i++) {
+	for (size_t i = 0; i < n_listeners; i++) {
 		const struct listener *x = &listeners[i];
-		bool x_any = ip_is_zero(x->ip);
 
-		if (x->port != port)
+		if (x->port != port || !listener_takes(x, ip_ver, ip))
 			continue;
+		found = x->mapped;
 		if (x->ip_ver == ip_ver)
-			found = x_any || ip_is_zero(ip) || !memcmp(x->ip, ip, 16);
-		else if (x->ip_ver == 6 && ip_ver == 4)
-			found = x_any; /* [::] accepts IPv4 too (bindv6only=0) */
+			break;
 	}
 	pthread_mutex_unlock(&list_lock);
 	return found;
+}
+
+bool iwpm_responder_holds(const struct sockaddr *addr, bool v6only)
+{
+	struct listener l;
+	bool held = false;
+
+	if (to_listener(addr, &l))
+		return false;
+	l.v6only = l.ip_ver == 6 && v6only;
+	pthread_mutex_lock(&list_lock);
+	for (size_t i = 0; i < n_listeners && !held; i++) {
+		const struct listener *x = &listeners[i];
+
+		/* as two TCP binds clash: either one takes the other's
+		 * addresses (a dual-stack [::] and 0.0.0.0 clash both ways) */
+		held = x->port == l.port &&
+		       (listener_takes(x, l.ip_ver, l.ip) || listener_takes(&l, x->ip_ver, x->ip));
+	}
+	pthread_mutex_unlock(&list_lock);
+	return held;
 }
 
 /* --------------------------------------------------------------- thread */
@@ -236,10 +284,13 @@ static void handle_request(int fd, const struct iwpm_msg *m, const struct sockad
 		if (!slot || tab[i].expires < slot->expires)
 			slot = &tab[i]; /* a free or the oldest slot */
 	}
-	/* ACCEPT: the REQUEST echoed with apport = the listener's port, which
-	 * is the port asked for (identity mapping); REJECT: echoed. */
-	ans.type =
-	    have_listener(m->ip_ver, m->apipaddr, m->apport) ? IWPM_MT_ACCEPT : IWPM_MT_REJECT;
+	/* ACCEPT: the REQUEST echoed with apport = the port the listener is
+	 * on (the port asked for unless it was mapped); REJECT: echoed. */
+	uint16_t to = find_listener(m->ip_ver, m->apipaddr, m->apport);
+
+	ans.type = to ? IWPM_MT_ACCEPT : IWPM_MT_REJECT;
+	if (to)
+		ans.apport = to;
 	if (iwpm_env_int("UIWARP_IWPM_DEBUG", 0, 0, 1))
 		debug_msg(ans.type == IWPM_MT_ACCEPT ? "ACCEPT" : "REJECT", m, from);
 	ans.mapped_cpport = 0;

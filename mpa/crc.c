@@ -12,7 +12,9 @@
 
 #include <isa-l/crc.h>
 
+#include "mpa/fpdu_int.h"
 #include "mpa/mpa.h"
+#include "util/guard.h"
 
 /* See mpa/mpa.h. crc: a finished CRC32c of the preceding bytes, 0 to start;
  * p[0..n): bytes; returns the finished CRC32c of everything. No errors.
@@ -32,4 +34,31 @@ uint32_t uiw_crc32c(uint32_t crc, const void *p, size_t n)
 		n -= chunk;
 	}
 	return ~reg;
+}
+
+struct crc_args {
+	uint32_t crc;
+	const void *p;
+	size_t n;
+};
+
+static void crc_run(void *arg)
+{
+	struct crc_args *a = arg;
+
+	a->crc = uiw_crc32c(a->crc, a->p, a->n);
+}
+
+/* See mpa/fpdu_int.h. */
+int mpa_crc_guarded(uint32_t *crc, const void *p, size_t n)
+{
+	struct crc_args a = {*crc, p, n};
+	int r;
+
+	if (!n)
+		return 0;
+	r = uiw_guard_run(crc_run, &a, p, n);
+	if (!r)
+		*crc = a.crc;
+	return r;
 }

@@ -3,6 +3,7 @@
 #ifndef UIWARP_MPA_FPDU_INT_H
 #define UIWARP_MPA_FPDU_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mpa/mpa_wire.h"
@@ -20,5 +21,10 @@ static inline uint32_t mpa_pad_of(uint32_t ulpdu_len)
  * position right after the FPDU belongs to the next one). Also gives the
  * offset of the i-th marker-free octet: mpa_fpdu_wire_len(off, i + 1) - 1. */
 uint32_t mpa_fpdu_wire_len(uint64_t off, uint32_t d);
+
+/* *crc = uiw_crc32c(*crc, p, n) over memory that may have gone away
+ * (registered memory: util/guard.h). 0, or -EFAULT / -EACCES with *crc
+ * unchanged when a page of [p, p + n) is not readable. */
+int mpa_crc_guarded(uint32_t *crc, const void *p, size_t n);
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "mpa/fpdu_int.h"
 #include "mpa/mpa.h"
+#include "util/guard.h"
 
 /* read-ahead after a large FPDU: its pad + CRC and the next header */
 #define RX_AHEAD 64
@@ -266,7 +267,11 @@ int mpa_rx_small(struct mpa_conn *c, const struct iovec *iov, int n, size_t len)
 	size_t done = 0;
 	for (int i = 0; i < n && done < len; i++) {
 		size_t k = iov[i].iov_len < len - done ? iov[i].iov_len : len - done;
-		memcpy(iov[i].iov_base, c->rb + off + done, k);
+		/* the target is registered memory the application may have
+		 * unmapped: a fault is -EFAULT / -EACCES, not a crash */
+		r = uiw_guard_memcpy(iov[i].iov_base, c->rb + off + done, k);
+		if (r)
+			return r;
 		done += k;
 	}
 	/* rb_take may have reset rb_off to 0 when the ring emptied, but the
@@ -319,7 +324,10 @@ ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_
 			uint32_t k = v[i].iov_len < c->rb_len ? (uint32_t)v[i].iov_len : c->rb_len;
 			if (c->rx_crc_run)
 				c->rx_crc = uiw_crc32c(c->rx_crc, c->rb + c->rb_off, k);
-			rb_take(c, v[i].iov_base, k);
+			int r = uiw_guard_memcpy(v[i].iov_base, c->rb + c->rb_off, k);
+			if (r)
+				return r;
+			rb_take(c, NULL, k);
 			placed += k;
 		}
 	} else if (!c->rx_eof) {
@@ -335,6 +343,8 @@ ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_
 			v[nv].iov_base = c->rb;
 			v[nv].iov_len = RX_AHEAD;
 		}
+		/* a target that is not mapped (any more): the kernel says
+		 * -EFAULT, the bytes stay in the stream */
 		ssize_t r = uiw_stream_recvv(c->s, v, nv + (ahead ? 1 : 0));
 		c->rx_syscalls++;
 		if (r == -EAGAIN)
@@ -351,10 +361,13 @@ ssize_t mpa_rx_payload(struct mpa_conn *c, const struct iovec *iov, int n, size_
 		if ((size_t)r > len)
 			c->rb_len = (uint32_t)((size_t)r - len);
 		if (c->rx_crc_run) {
+			/* the target may go away between the recv and here */
 			size_t k = placed;
 			for (int i = 0; i < nv && k; i++) {
 				size_t l = v[i].iov_len < k ? v[i].iov_len : k;
-				c->rx_crc = uiw_crc32c(c->rx_crc, v[i].iov_base, l);
+				int e = mpa_crc_guarded(&c->rx_crc, v[i].iov_base, l);
+				if (e)
+					return e;
 				k -= l;
 			}
 		}

@@ -21,6 +21,7 @@
 
 #include "mpa/fpdu_int.h"
 #include "mpa/mpa.h"
+#include "util/guard.h"
 #include "util/log.h"
 
 /* Empties a batch. */
@@ -165,6 +166,7 @@ static int tx_fpdu_markers(struct mpa_conn *c, struct mpa_txbatch *b, const void
 	memcpy(head + MPA_HDR_LEN, hdr, hdr_len);
 	memset(tail, 0, pad);
 
+	const int niov0 = b->niov, nmark0 = b->nmark; /* to undo a fault */
 	uint64_t pos = start;
 	uint64_t next = (start + MPA_MARKER_PERIOD - 1) / MPA_MARKER_PERIOD * MPA_MARKER_PERIOD;
 	uint64_t lenpos = start; /* where ULPDU_Length is */
@@ -214,8 +216,15 @@ static int tx_fpdu_markers(struct mpa_conn *c, struct mpa_txbatch *b, const void
 			size_t k2 = next - pos < len ? (size_t)(next - pos) : len;
 			b->iov[b->niov].iov_base = (void *)p;
 			b->iov[b->niov++].iov_len = k2;
-			if (c->crc && !is_crc)
-				crc = uiw_crc32c(crc, p, k2);
+			if (c->crc && !is_crc) {
+				/* the payload pieces are registered memory */
+				int e = mpa_crc_guarded(&crc, p, k2);
+				if (e) {
+					b->niov = niov0;
+					b->nmark = nmark0;
+					return e;
+				}
+			}
 			p += k2;
 			len -= k2;
 			pos += k2;
@@ -281,7 +290,9 @@ int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struc
 		/* a small payload travels in the batch, next to its header */
 		uint8_t *dst = b->head[b->nfpdu] + MPA_HDR_LEN + hdr_len;
 		for (int i = 0; i < n; i++) {
-			memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+			int e = uiw_guard_memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+			if (e)
+				return e;
 			dst += iov[i].iov_len;
 		}
 		if (!c->markers_tx)
@@ -290,6 +301,16 @@ int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struc
 		one.iov_len = plen;
 		iov = &one;
 		n = 1;
+	}
+	if (!c->crc && plen > MPA_TX_COPY_MAX) {
+		/* no CRC pass reads the payload, the kernel does: a page that
+		 * is gone would fail the push in the middle of the stream
+		 * (sendmsg's EFAULT), past where a Terminate can still follow */
+		for (int i = 0; i < n; i++) {
+			int e = uiw_guard_probe(iov[i].iov_base, iov[i].iov_len);
+			if (e)
+				return e;
+		}
 	}
 	if (c->markers_tx)
 		return tx_fpdu_markers(c, b, hdr, hdr_len, iov, n, plen);
@@ -309,8 +330,11 @@ int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struc
 	uint32_t crc = 0;
 	if (c->crc) {
 		crc = uiw_crc32c(0, head, MPA_HDR_LEN + hdr_len);
-		for (int i = 0; i < n; i++)
-			crc = uiw_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+		for (int i = 0; i < n; i++) {
+			int e = mpa_crc_guarded(&crc, iov[i].iov_base, iov[i].iov_len);
+			if (e)
+				return e;
+		}
 		if (pad)
 			crc = uiw_crc32c(crc, tail, pad);
 	}

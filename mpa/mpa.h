@@ -226,7 +226,11 @@ void mpa_conn_fini(struct mpa_conn *c);
  * c->markers_tx the iovecs are split at every marker position of the
  * stream and the markers go in between (RFC 5044 §5), counted in the CRC.
  * Returns 0, or -ENOSPC when the batch has no room or is being pushed
- * (push it first), -EINVAL if too long. */
+ * (push it first), -EINVAL if too long, -EFAULT / -EACCES when a page of
+ * the payload is not mapped / not readable (registered memory the
+ * application unmapped: util/guard.h; found while copying it, computing
+ * its CRC or, with neither, probing a byte of each page; the batch is as
+ * before the call). */
 int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struct iovec *iov,
 		int n);
 
@@ -274,15 +278,21 @@ int mpa_tx_push_wait(struct mpa_conn *c, int timeout_ms);
  *                  MPA_RX_SMALL_MAX bytes: once it and the trailer are in
  *                  the ring, checks the CRC, and only then copies the len
  *                  payload bytes into iov. 0, -EBADMSG (CRC: nothing was
- *                  placed), -EINVAL (len is not the rest or too big).
- *                  Ends the FPDU (no mpa_rx_end).
+ *                  placed), -EINVAL (len is not the rest or too big),
+ *                  -EFAULT / -EACCES (a page of iov is not mapped / not
+ *                  writable: util/guard.h; the FPDU is consumed, part of
+ *                  it may have landed). Ends the FPDU (no mpa_rx_end).
  *   mpa_rx_payload places up to len ULPDU bytes (len <= what is left) into
  *                  iov (the target buffer; NULL iov discards): what the ring
  *                  holds is copied, the rest comes from the kernel straight
  *                  into the target (with the trailer and the next header
  *                  read ahead into the ring when len covers the rest).
  *                  Returns the bytes placed (> 0; the caller advances its
- *                  target and calls again for the rest) or -EAGAIN.
+ *                  target and calls again for the rest), -EAGAIN, or
+ *                  -EFAULT / -EACCES when the target is not mapped / not
+ *                  writable (the copy from the ring faulted, or the
+ *                  kernel's recvmsg said EFAULT; the connection cannot go
+ *                  on: the caller terminates and drains).
  *   mpa_rx_end     reads pad and CRC and checks the CRC when negotiated:
  *                  0, or -EBADMSG on a CRC mismatch (the caller sends a
  *                  Terminate LLP/MPA_TERM_CRC). Requires rx_left == 0

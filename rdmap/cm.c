@@ -21,6 +21,10 @@
 struct uiw_listener {
 	int fd;
 	int wake[2]; /* pipe: close wakes waiters */
+	/* the application's address, registered with the port mapper; its
+	 * port differs from fd's when mapped (uiw_listen_ex) */
+	struct sockaddr_storage app;
+	bool mapped;
 	pthread_mutex_t lock;
 	int inside;
 	bool closed;
@@ -265,6 +269,18 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		close(fd);
 		return -ENOMEM;
 	}
+	if (cfg->tls.mode != UIW_TLS_OFF) {
+		/* UIWARP_TLS: the TLS 1.3 handshake before the MPA Request */
+		int rc = uiw_tls_client(&s, &cfg->tls, mc.timeout_ms);
+		if (rc) {
+			connect_failed(qp, dst, "TLS", rc, false);
+			s->ops->destroy(s);
+			return rc;
+		}
+		/* TLS's AEAD tag already covers every byte: no CRC32c asked for */
+		if (!mc.crc_required)
+			mc.crc = false;
+	}
 	uint16_t ird = param->responder_resources, ord = param->initiator_depth;
 	if (ird > UIW_MAX_IRD)
 		ird = UIW_MAX_IRD;
@@ -321,15 +337,53 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out)
 {
-	return uiw_listen_ex(addr, backlog, false, out);
+	return uiw_listen_ex(addr, backlog, 0, out);
 }
 
-int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out)
+static uint16_t sa_port(const struct sockaddr *sa)
 {
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
+static void sa_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+/* See rdmap/rdmap.h. */
+bool uiw_listen_mappable(const struct sockaddr *addr, bool v6only)
+{
+	/* the mapping must be learnable: our responder answers on UDP 3935 */
+	return sa_port(addr) && !iwpm_responder_holds(addr, v6only) && iwpm_responder_start() == 0;
+}
+
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, unsigned flags,
+		  struct uiw_listener **out)
+{
+	bool v6only = flags & UIW_LISTEN_V6ONLY;
 	struct uiw_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->fd = uiw_tcp_listen(addr, backlog, v6only, &uiw_config_get()->tcp);
+	if (l->fd == -EADDRINUSE && (flags & UIW_LISTEN_MAP) && uiw_listen_mappable(addr, v6only)) {
+		/* a socket that is not ours holds the port: listen on a
+		 * free one and tell initiators through the port mapper */
+		struct sockaddr_storage any;
+		memcpy(&any, addr,
+		       addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						   : sizeof(struct sockaddr_in));
+		sa_set_port(&any, 0);
+		l->fd = uiw_tcp_listen((struct sockaddr *)&any, backlog, v6only,
+				       &uiw_config_get()->tcp);
+		l->mapped = l->fd >= 0;
+	}
 	if (l->fd < 0) {
 		int e = -l->fd;
 		free(l);
@@ -345,17 +399,28 @@ int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct 
 	/* answer kernel iWARP initiators' port-mapper queries for this
 	 * listener when no iwpmd owns UDP 3935 here (docs/iwpm.md) */
 	struct sockaddr_storage bound;
-	uiw_listener_addr(l, &bound);
-	iwpm_responder_add_listener((struct sockaddr *)&bound);
+	socklen_t len = sizeof(bound);
+	memset(&bound, 0, sizeof(bound));
+	getsockname(l->fd, (struct sockaddr *)&bound, &len);
+	l->app = bound;
+	if (l->mapped)
+		sa_set_port(&l->app, sa_port(addr));
+	iwpm_responder_add_mapping((struct sockaddr *)&l->app, sa_port((struct sockaddr *)&bound),
+				   v6only);
+	if (l->mapped && uiw_log_on(UIW_LOG_INFO)) {
+		char a[64];
+		uiw_log(UIW_LOG_INFO, uiw_log_addr((struct sockaddr *)&l->app, a, sizeof(a)),
+			"listen: the port is held by another socket; mapped to TCP port %u "
+			"(initiators learn it from the port mapper, docs/iwpm.md)",
+			sa_port((struct sockaddr *)&bound));
+	}
 	*out = l;
 	return 0;
 }
 
 void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out)
 {
-	socklen_t len = sizeof(*out);
-	memset(out, 0, sizeof(*out));
-	getsockname(l->fd, (struct sockaddr *)out, &len);
+	*out = l->app;
 }
 
 static void listener_free(struct uiw_listener *l)
@@ -423,6 +488,12 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			close(fd);
 			continue;
 		}
+		/* UIWARP_TLS: a peer whose first byte starts a TLS handshake
+		 * gets one (a failed one is dropped like a bad MPA Request) */
+		if (uiw_tls_accept(&s, &cfg->tls, cfg->mpa.timeout_ms) != 0) {
+			s->ops->destroy(s);
+			continue;
+		}
 		struct uiw_conn_req *cr = calloc(1, sizeof(*cr));
 		if (!cr) {
 			s->ops->destroy(s);
@@ -435,14 +506,20 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			free(cr);
 			continue;
 		}
-		if (cr->req.markers && !cfg->mpa.markers) {
-			/* markers are not supported: reject (as siw does) */
+		/* refused requests: markers when they are not supported (as
+		 * siw does), a plain peer under UIWARP_TLS=required */
+		const char *refuse = NULL;
+		if (cr->req.markers && !cfg->mpa.markers)
+			refuse = "MPA request with markers rejected (UIWARP_MPA_MARKERS=0)";
+		else if (cfg->tls.mode == UIW_TLS_REQUIRED && !uiw_stream_is_tls(s))
+			refuse = "plain MPA request rejected (UIWARP_TLS=required)";
+		if (refuse) {
 			mpa_send_reject(s, &cr->req, NULL, 0);
 			uiw_stat_event(UIW_STAT_EV_REJECT_SENT);
 			if (uiw_log_on(UIW_LOG_WARN)) {
 				char t[128];
 				uiw_log(UIW_LOG_WARN, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
-					"MPA request with markers rejected (UIWARP_MPA_MARKERS=0)");
+					"%s", refuse);
 			}
 			s->ops->destroy(s);
 			free(cr);
@@ -453,6 +530,9 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			memset(info, 0, sizeof(*info));
 			fill_pd(info, &cr->req);
 			fill_addrs(s, info);
+			/* as the kernel's iw_cm: the application's port */
+			if (l->mapped)
+				sa_set_port(&info->local, sa_port((struct sockaddr *)&l->app));
 			/* seen from our side: the peer's ORD is what we must serve */
 			info->responder_resources = clamp8(cr->req.ord);
 			info->initiator_depth = clamp8(cr->req.ird);
@@ -467,9 +547,7 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 
 int uiw_listener_close(struct uiw_listener *l)
 {
-	struct sockaddr_storage bound;
-	uiw_listener_addr(l, &bound);
-	iwpm_responder_remove_listener((struct sockaddr *)&bound);
+	iwpm_responder_remove_listener((struct sockaddr *)&l->app);
 	pthread_mutex_lock(&l->lock);
 	l->closed = true;
 	bool free_now = l->inside == 0;
@@ -502,7 +580,11 @@ int uiw_accept_start(struct uiw_conn_req *req, struct uiw_qp *qp,
 		uiw_tcp_apply_opts(uiw_stream_fd(s), &o);
 	}
 	struct mpa_negotiated neg;
-	rc = mpa_send_accept(s, &cfg->mpa, &req->req, ird, ord, param->private_data,
+	struct mpa_config mc = cfg->mpa;
+	/* TLS's AEAD tag already covers every byte: no CRC32c asked for */
+	if (uiw_stream_is_tls(s) && !mc.crc_required)
+		mc.crc = false;
+	rc = mpa_send_accept(s, &mc, &req->req, ird, ord, param->private_data,
 			     param->private_data_len, &neg);
 	if (rc)
 		goto fail;

@@ -28,12 +28,15 @@
  *
  * docs/configuration.md is the full list (UIWARP_LOG, UIWARP_STATS, ...).
  */
+#include <ctype.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "rdmap/internal.h"
+#include "util/log.h"
 
 static struct uiw_config cfg;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -47,6 +50,8 @@ static long env_long(const char *name, long def)
 	long x = strtol(v, &end, 0);
 	return *end ? def : x;
 }
+
+static void tls_load(void);
 
 static void config_load(void)
 {
@@ -97,6 +102,53 @@ static void config_load(void)
 	b = env_long("UIWARP_DEAD_PEER_MS", UIW_DEAD_PEER_MS_DEFAULT);
 	cfg.tcp.dead_peer_ms = b >= 0 && b <= 24L * 3600 * 1000 ? (int)b : UIW_DEAD_PEER_MS_DEFAULT;
 	cfg.tcp.mptcp = env_long("UIWARP_MPTCP", 0) != 0;
+	tls_load();
+}
+
+/* A non-empty environment string, or NULL. */
+static const char *env_str(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+/* UIWARP_TLS and its files (docs/configuration.md). An unknown mode or a
+ * PSK that is not hex is said once and leaves TLS off / without PSK. */
+static void tls_load(void)
+{
+	struct uiw_tls_opts *t = &cfg.tls;
+	const char *m = env_str("UIWARP_TLS");
+	t->mode = UIW_TLS_OFF;
+	if (m && (!strcmp(m, "on") || !strcmp(m, "1")))
+		t->mode = UIW_TLS_ON;
+	else if (m && !strcmp(m, "required"))
+		t->mode = UIW_TLS_REQUIRED;
+	else if (m && strcmp(m, "off") && strcmp(m, "0"))
+		uiw_log(UIW_LOG_WARN, NULL, "UIWARP_TLS=%s: not off, on or required; TLS is off",
+			m);
+	t->cert = env_str("UIWARP_TLS_CERT");
+	t->key = env_str("UIWARP_TLS_KEY");
+	t->ca = env_str("UIWARP_TLS_CA");
+	t->peer_name = env_str("UIWARP_TLS_PEER_NAME");
+	t->ciphers = env_str("UIWARP_TLS_CIPHERS");
+	t->psk_identity = env_str("UIWARP_TLS_PSK_IDENTITY");
+	const char *psk = env_str("UIWARP_TLS_PSK");
+	size_t n = psk ? strlen(psk) : 0;
+	bool ok = n % 2 == 0 && n / 2 <= sizeof(t->psk);
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isxdigit((unsigned char)psk[i]) != 0;
+	t->psk_len = 0;
+	if (!ok) {
+		uiw_log(
+		    UIW_LOG_WARN, NULL,
+		    "UIWARP_TLS_PSK: not an even count of hex digits, at most %zu bytes; no PSK",
+		    sizeof(t->psk));
+		return;
+	}
+	for (size_t i = 0; i < n; i += 2) {
+		char h[3] = {psk[i], psk[i + 1], 0};
+		t->psk[t->psk_len++] = (uint8_t)strtoul(h, NULL, 16);
+	}
 }
 
 const struct uiw_config *uiw_config_get(void)

@@ -38,6 +38,7 @@
 struct uiw_config {
 	struct mpa_config mpa;
 	struct uiw_tcp_opts tcp;
+	struct uiw_tls_opts tls; /* UIWARP_TLS* (stream/tls.c) */
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
@@ -141,6 +142,10 @@ struct irq_entry {
 	struct uiw_mr_int *src; /* referenced; NULL for a zero-length read */
 	void *src_ptr;
 	struct iovec v; /* the response's payload, while it is being sent */
+	/* the Read Request, echoed by the Terminate if its source turns out
+	 * to be gone when the response is cut (tx.c, RFC 5040 §4.8) */
+	struct ddp_rx_seg req_seg;
+	struct rdmap_read_req rreq; /* wire order */
 };
 
 /* An outbound RDMA Read (or Atomic) waiting for its response. */
@@ -321,7 +326,12 @@ struct uiw_qp {
 	atomic_bool want_out;  /* the stream took only part: push again on POLLOUT */
 	atomic_bool hup_seen;  /* epoll reported the stream's end or an error */
 	atomic_bool out_ready; /* the engine saw POLLOUT since */
-	bool aborted;	       /* the stream was aborted (qp->lock) */
+	/* dead-peer watchdog where the kernel does not keep the bound
+	 * (Multipath TCP; progress.c, rx side): on, and the next check */
+	bool watch;
+	uint64_t watch_next_ns;
+	atomic_bool watch_expired; /* for the send side: end as a peer timeout */
+	bool aborted;		   /* the stream was aborted (qp->lock) */
 	/* engine bookkeeping (progress.c, under the engine's lock) */
 	bool detached; /* uiw_engine_detach let go of it (until an attach) */
 	struct uiw_engine *eng;
@@ -450,6 +460,11 @@ struct uiw_term {
  * peer still sends for a bounded time; then UIW_QP_EV_TERMINATE and
  * DISCONNECTED). rx_lock holder. */
 void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t);
+/* The Terminate path for an error the send side finds (the source of a
+ * Read Response is no longer mapped, tx.c): as uiw_terminate, but the
+ * receive side switches to draining on its next pass (rx_pass sees
+ * term_queued). tx_lock holder. */
+void uiw_terminate_tx(struct uiw_qp *qp, const struct uiw_term *t);
 /* Builds a Terminate's payload; returns its length in bytes. */
 size_t uiw_term_build(const struct uiw_term *t, uint8_t *out);
 

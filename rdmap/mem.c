@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "rdmap/internal.h"
+#include "util/guard.h"
 
 #define STAG_TABLE_SIZE (1u << 18)
 
@@ -77,6 +78,9 @@ int uiw_mr_reg(struct uiw_pd *pd, void *addr, uint64_t length, uint64_t iova, un
 	if (iova + length < iova || (uintptr_t)addr + length < (uintptr_t)addr)
 		return -EINVAL;
 	if (addr) {
+		/* from now on the peer may make uiwarp touch this memory:
+		 * a later munmap must not crash the process (util/guard.h) */
+		(void)uiw_guard_init();
 		int rc = range_mapped(addr, length,
 				      access & (UIW_ACCESS_LOCAL_WRITE | UIW_ACCESS_REMOTE_WRITE |
 						UIW_ACCESS_REMOTE_ATOMIC));

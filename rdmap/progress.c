@@ -218,8 +218,43 @@ static void terminate_clock(struct uiw_qp *qp)
 	}
 }
 
+/* The dead-peer watchdog of a stream whose kernel does not keep the bound
+ * (Multipath TCP ignores TCP_USER_TIMEOUT, and its connection outlives its
+ * subflows' keepalive by a minute or more; docs/wan.md): every tenth of
+ * the bound (at least 100 ms) it asks how long the peer has been silent on
+ * every path; the whole bound ends the connection as a peer timeout (the
+ * send side does it: watch_expired). A live idle peer answers the
+ * keepalive probes that start at half the bound (uiw_tcp_apply_opts).
+ * timer: this pass came from the engine's deadline (which it consumed:
+ * armed again here). rx_lock holder. */
+static void watch_check(struct uiw_qp *qp, bool timer)
+{
+	const int bound = uiw_config_get()->tcp.dead_peer_ms;
+	uint64_t every = (uint64_t)bound * 100000u; /* a tenth, in ns */
+	uint64_t now = uiw_now_ns();
+	if (every < 100000000u)
+		every = 100000000u;
+	if (now >= qp->watch_next_ns) {
+		timer = true;
+		qp->watch_next_ns = now + every;
+		int quiet = qp->stream->ops->silent_ms(qp->stream);
+		if (quiet < 0) {
+			qp->watch = false; /* fell back to plain TCP, or gone */
+			return;
+		}
+		if (quiet >= bound) {
+			qp->watch = false;
+			atomic_store(&qp->watch_expired, true);
+			uiw_engine_kick(qp, PROG_TX);
+			return;
+		}
+	}
+	if (timer)
+		uiw_engine_deadline(qp, qp->watch_next_ns);
+}
+
 /* The receive side's pass. rx_lock holder. */
-static void rx_pass(struct uiw_qp *qp, enum prog_role role)
+static void rx_pass(struct uiw_qp *qp, enum prog_role role, bool timer)
 {
 	pthread_mutex_lock(&qp->lock);
 	enum conn_phase phase = qp->phase;
@@ -227,9 +262,17 @@ static void rx_pass(struct uiw_qp *qp, enum prog_role role)
 	pthread_mutex_unlock(&qp->lock);
 	if (phase != CONN_OPEN && phase != CONN_CLOSING)
 		return;
+	if (qp->watch && phase == CONN_OPEN)
+		watch_check(qp, timer);
 	size_t budget = role == ROLE_ENGINE   ? BUDGET_ENGINE
 			: role == ROLE_POLLER ? BUDGET_POLLER
 					      : BUDGET_POSTER;
+	if (term && qp->rx_state != RX_DRAIN && qp->rx_state != RX_DONE) {
+		/* a Terminate the send side queued (uiw_terminate_tx): stop
+		 * placing, read and drop like after one of ours */
+		qp->rx_state = RX_DRAIN;
+		qp->rx_drain_end = 0;
+	}
 	if (term)
 		terminate_clock(qp);
 	if (atomic_load_explicit(&qp->hup_seen, memory_order_acquire))
@@ -278,6 +321,10 @@ static void tx_pass(struct uiw_qp *qp, enum prog_role role)
 {
 	if (!qp->stream)
 		return;
+	if (atomic_exchange(&qp->watch_expired, false)) {
+		tx_failed(qp, -ETIMEDOUT); /* the watchdog: no acknowledgement within the bound */
+		return;
+	}
 	int r = uiw_tx_run(qp, role);
 	if (r < 0)
 		tx_failed(qp, r);
@@ -296,10 +343,10 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 		pthread_mutex_lock(l);
 	else if (pthread_mutex_trylock(l) != 0)
 		return false;
-	atomic_fetch_and(&qp->pending, ~bits);
+	unsigned was = atomic_fetch_and(&qp->pending, ~bits);
 	unsigned due = 0;
 	if (rx) {
-		rx_pass(qp, role);
+		rx_pass(qp, role, was & PROG_TIMER);
 		uiw_stat_rx(qp);
 		due = qp->ev_due;
 		qp->ev_due = 0;
@@ -715,6 +762,12 @@ int uiw_engine_attach(struct uiw_qp *qp)
 	pthread_mutex_unlock(&engine.lock);
 	if (rc)
 		return rc;
+	/* the dead-peer watchdog where the kernel does not keep the bound */
+	if (uiw_config_get()->tcp.dead_peer_ms > 0 && qp->stream->ops->silent_ms &&
+	    qp->stream->ops->silent_ms(qp->stream) >= 0) {
+		qp->watch_next_ns = 0; /* the first pass checks and arms it */
+		qp->watch = true;
+	}
 	uiw_engine_kick(qp, PROG_RX | PROG_TX);
 	return 0;
 }

@@ -323,7 +323,10 @@ void uiw_qp_term_info(struct uiw_qp *qp, struct uiw_term_info *out);
  * FPDU boundary (after our own SQD close, or before it); then queued Read
  * Responses are still sent. Every other reason is abortive. In every case
  * WRs that were completed stay completed and every outstanding WR (send and
- * receive) completes with UIW_WC_WR_FLUSH_ERR. */
+ * receive) completes with UIW_WC_WR_FLUSH_ERR, but for the Read or Atomic a
+ * received Terminate names as a remote protection error
+ * (UIW_WC_REM_ACCESS_ERR) and a WR whose own buffer was found unmapped
+ * (UIW_WC_LOC_PROT_ERR). */
 enum uiw_close_reason {
 	UIW_CLOSE_NONE = 0,	  /* open, or never connected */
 	UIW_CLOSE_GRACEFUL,	  /* the peer's FIN at an FPDU boundary */
@@ -389,12 +392,33 @@ struct uiw_conn_req;
 /* Binds a TCP listener to addr (SO_REUSEADDR, port 0 picks one) with
  * backlog. Returns 0 and *out, or -EADDRINUSE, -EADDRNOTAVAIL, -errno. */
 int uiw_listen(const struct sockaddr *addr, int backlog, struct uiw_listener **out);
-/* uiw_listen with IPV6_V6ONLY set to v6only on an IPv6 listener (ignored
- * for IPv4): true takes IPv6 connections only, so [::]:P can listen beside
- * 0.0.0.0:P (rdma_cm's RDMA_OPTION_ID_AFONLY); uiw_listen passes false
- * (IPv4-mapped connections too). Same results as uiw_listen. */
-int uiw_listen_ex(const struct sockaddr *addr, int backlog, bool v6only, struct uiw_listener **out);
-/* The bound address (port filled in). */
+/* uiw_listen with flags:
+ * UIW_LISTEN_V6ONLY: IPV6_V6ONLY on an IPv6 listener (ignored for IPv4),
+ *   so [::]:P takes IPv6 connections only and can listen beside 0.0.0.0:P
+ *   (rdma_cm's RDMA_OPTION_ID_AFONLY); without it IPv4-mapped connections
+ *   come too.
+ * UIW_LISTEN_MAP: when addr's port P is held by another socket (the bind
+ *   fails with EADDRINUSE) and uiw_listen_mappable(addr) says so, listen on
+ *   a free port P' of the same IP instead and register P -> P' with the
+ *   port mapper's responder, which ACCEPTs initiators' queries for P with
+ *   P' (uiw_connect asks before it connects); as iwpmd maps an RNIC's
+ *   listener to a host port (docs/iwpm.md). uiw_listener_addr and the local
+ *   address of each request then give P, the application's port.
+ * Same results as uiw_listen (-EADDRINUSE when P is held and not mapped). */
+#define UIW_LISTEN_V6ONLY 1u
+#define UIW_LISTEN_MAP 2u
+int uiw_listen_ex(const struct sockaddr *addr, int backlog, unsigned flags,
+		  struct uiw_listener **out);
+/* Whether a listen on addr (IPV6_V6ONLY as v6only) whose port a socket
+ * holds can be mapped (UIW_LISTEN_MAP): the port is not 0, no uiwarp
+ * listener of this process holds it (two rdma_cm listeners on one port
+ * still clash, EADDRINUSE), and this process's port-mapper responder runs
+ * on UDP 3935 (starts it if free; not when iwpmd or another process owns
+ * the port, or UIWARP_IWPM=0 / UIWARP_IWPM_RESPONDER=0: nobody could learn
+ * the mapping). */
+bool uiw_listen_mappable(const struct sockaddr *addr, bool v6only);
+/* The application's bound address (port filled in; the port it asked for
+ * when the listener is mapped). */
 void uiw_listener_addr(struct uiw_listener *l, struct sockaddr_storage *out);
 /* Waits for the next connection and its MPA Request (RFC 5044 §7.1.2),
  * at most timeout_ms (< 0: forever). A peer that never sends a valid

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "rdmap/internal.h"
+#include "util/guard.h"
 
 #define TERM(l, e, c) ((struct uiw_term){.layer = (l), .etype = (e), .ecode = (c)})
 
@@ -357,7 +358,9 @@ static int read_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct
 	memcpy(&rr, qp->rx_body, sizeof(rr));
 	struct irq_entry e = {.sink_stag = be32toh(rr.sink_stag),
 			      .sink_to = be64toh(rr.sink_to),
-			      .size = be32toh(rr.read_size)};
+			      .size = be32toh(rr.read_size),
+			      .req_seg = *s,
+			      .rreq = rr};
 	*t = (struct uiw_term){.has_seg = true, .seg = *s, .has_rreq = true, .rreq = rr};
 	/* a zero-length Read (the Read RTR) is answered even with IRD 0 */
 	uint32_t limit = qp->ird ? qp->ird : (e.size == 0 ? 1 : 0);
@@ -464,6 +467,28 @@ static uint64_t masked_add(uint64_t a, uint64_t b, uint64_t mask)
 	return r;
 }
 
+/* One Atomic on the target (atomic_lock held), run under the fault guard:
+ * the target is registered memory the application may have unmapped. */
+struct atomic_op {
+	uint64_t *p;
+	uint32_t aop;
+	uint64_t data, dmask, cmp, cmask;
+	uint64_t orig; /* out */
+};
+
+static void atomic_run(void *arg)
+{
+	struct atomic_op *a = arg;
+	uint64_t orig = __atomic_load_n(a->p, __ATOMIC_SEQ_CST);
+	uint64_t val = orig;
+	if (a->aop == RDMAP_AOP_FETCH_ADD)
+		val = masked_add(orig, a->data, a->dmask);
+	else if (((orig ^ a->cmp) & a->cmask) == 0)
+		val = (orig & ~a->dmask) | (a->data & a->dmask);
+	__atomic_store_n(a->p, val, __ATOMIC_SEQ_CST);
+	a->orig = orig;
+}
+
 static int atomic_req_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	return body_begin(qp, s, RDMAP_QN_ATOMIC_REQ, sizeof(struct rdmap_atomic_req), t);
@@ -515,19 +540,24 @@ static int atomic_req_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, stru
 		uiw_mr_put(mr);
 		return fail(t, e, s);
 	}
-	uint64_t *p = ptr;
-	uint64_t data = be64toh(ar.add_swap), dmask = be64toh(ar.add_swap_mask);
-	uint64_t cmp = be64toh(ar.compare), cmask = be64toh(ar.compare_mask);
+	struct atomic_op a = {.p = ptr,
+			      .aop = aop,
+			      .data = be64toh(ar.add_swap),
+			      .dmask = be64toh(ar.add_swap_mask),
+			      .cmp = be64toh(ar.compare),
+			      .cmask = be64toh(ar.compare_mask)};
 	pthread_mutex_lock(&atomic_lock);
-	uint64_t orig = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-	uint64_t val = orig;
-	if (aop == RDMAP_AOP_FETCH_ADD)
-		val = masked_add(orig, data, dmask);
-	else if (((orig ^ cmp) & cmask) == 0)
-		val = (orig & ~dmask) | (data & dmask);
-	__atomic_store_n(p, val, __ATOMIC_SEQ_CST);
+	int fault = uiw_guard_run(atomic_run, &a, ptr, 8);
 	pthread_mutex_unlock(&atomic_lock);
 	uiw_mr_put(mr);
+	if (fault) {
+		/* the target page is gone (or read-only): as for a target
+		 * outside the STag's region or without the right, RDMAP remote
+		 * protection 0/1/0x01 or 0/1/0x02 (place_fault); nothing changed */
+		e.ecode = fault == -EACCES ? RDMAP_ECODE_ACCESS : RDMAP_ECODE_BASE_BOUNDS;
+		return fail(t, e, s);
+	}
+	uint64_t orig = a.orig;
 
 	struct irq_entry ie = {.kind = IRQ_ATOMIC};
 	ie.aresp.req_id = ar.req_id;
@@ -556,23 +586,33 @@ static int atomic_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, str
 	bool ok = qp->orq_head != qp->orq_tail;
 	struct orq_entry *e = ok ? &qp->orq[qp->orq_head % qp->orq_size] : NULL;
 	ok = ok && e->atomic && e->req_id == be32toh(ar.req_id);
+	int fault = 0;
 	if (ok) {
 		uint64_t orig = be64toh(ar.orig);
-		memcpy(e->result, &orig, 8);
+		/* our result buffer: registered memory that may be gone */
+		fault = uiw_guard_memcpy(e->result, &orig, 8);
 		struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
 		if (e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head && w->st == WQE_SENT) {
 			w->st = WQE_DONE;
 			w->len = 8;
+			if (fault)
+				w->status = UIW_WC_LOC_PROT_ERR;
 		}
-		qp->orq_head++;
-		uiw_sq_reap(qp);
-		atomic_fetch_or(&qp->pending, PROG_TX);
+		if (!fault) {
+			qp->orq_head++;
+			uiw_sq_reap(qp);
+			atomic_fetch_or(&qp->pending, PROG_TX);
+		}
 	}
 	pthread_mutex_unlock(&qp->lock);
 	if (!ok)
 		return fail(
 		    t, TERM(RDMAP_LAYER_RDMAP, RDMAP_ETYPE_REMOTE_OP, RDMAP_ECODE_UNEXPECTED_OP),
 		    s);
+	if (fault)
+		/* a local error, as for a Read Response's sink (place_fault) */
+		return fail(
+		    t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_CATASTROPHIC, DDP_CATASTROPHIC_LOCAL), s);
 	return 0;
 }
 
@@ -588,8 +628,39 @@ static int terminate_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct
 	return 0;
 }
 
+/* A received Terminate (buf[0..n)) that reports a remote protection error
+ * (RFC 5040 §4.8: RDMAP 0/1/x, or DDP 1/1/x) for one of our Read or
+ * Atomic Requests (its D flag echoes the untagged Request's DDP header):
+ * the responder takes Requests in order and has answered the ones before
+ * it, so it is the oldest outstanding; that WR completes with
+ * REM_ACCESS_ERR (as an InfiniBand requester's on a remote access error
+ * NAK, IBV_WC_REM_ACCESS_ERR), the rest flush. qp->lock held. */
+static void term_fail_request(struct uiw_qp *qp, const uint8_t *buf, uint32_t n)
+{
+	if (n < 4)
+		return;
+	uint8_t layer = buf[0] >> 4, etype = buf[0] & 0xf;
+	bool m = buf[2] & 0x80, d = buf[2] & 0x40;
+	uint32_t off = 4 + (m ? 2 : 0);
+	if (!d || n < off + 2 || etype != 1 ||
+	    (layer != RDMAP_LAYER_RDMAP && layer != RDMAP_LAYER_DDP))
+		return;
+	uint8_t op = buf[off + 1] & RDMAP_OPCODE_MASK;
+	if ((buf[off] & DDP_FLAG_TAGGED) || (op != RDMAP_RDMA_READ_REQ && op != RDMAP_ATOMIC_REQ) ||
+	    qp->orq_head == qp->orq_tail)
+		return;
+	const struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
+	struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
+	if (e->sq_idx != UINT32_MAX && e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head &&
+	    w->st == WQE_SENT) {
+		w->status = UIW_WC_REM_ACCESS_ERR;
+		w->st = WQE_DONE;
+	}
+}
+
 /* A Terminate from the peer (RFC 5040 §6.3): the QP goes to ERR, what was
- * outstanding flushes, our side of the stream closes. */
+ * outstanding flushes (a Read or Atomic it names as a protection error:
+ * term_fail_request), our side of the stream closes. */
 static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	(void)s;
@@ -608,8 +679,10 @@ static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 						  .ecode = buf[1]};
 	qp->terminated = true;
 	uiw_qp_set_close_reason(qp, UIW_CLOSE_TERMINATE);
-	if (qp->state != UIW_QPS_ERR)
+	if (qp->state != UIW_QPS_ERR) {
+		term_fail_request(qp, buf, n);
 		uiw_qp_flush_locked(qp);
+	}
 	pthread_mutex_unlock(&qp->lock);
 	/* RFC 5040 §6.3: after a Terminate the stream is closed */
 	qp->stream->ops->shutdown_send(qp->stream);
@@ -645,6 +718,46 @@ static const struct rx_op rx_ops[16] = {
 			   sizeof(struct rdmap_atomic_resp), false, atomic_resp_begin,
 			   atomic_resp_finish},
 };
+
+/* The target of a segment's payload is gone: ddp_place_run said -EFAULT (a
+ * page not mapped) or -EACCES (not writable), the application unmapped or
+ * mprotected memory it still had registered (util/guard.h; an RNIC would
+ * have pinned the pages, docs/design.md). Fills *t with the Terminate:
+ *  - an RDMA Write, the peer's access to our MR: the remote protection
+ *    error of the tagged buffer the STag checks give for bytes the STag
+ *    does not reach or may not write (RFC 5041 §7.2 base or bounds
+ *    1/1/0x01; RFC 5040 §7.3 access rights 0/1/0x02), as an RNIC with
+ *    on-demand paging answers an access to an unmapped range with a remote
+ *    access error;
+ *  - a Send's receive buffer or a Read Response's sink, our own buffer
+ *    (the peer did nothing wrong): DDP local catastrophic error 1/0/0x00,
+ *    as Linux siw sends when its copy into the target fails; the WR whose
+ *    buffer it was completes with LOC_PROT_ERR (as siw), the rest flush.
+ * The segment's header is echoed. */
+static void place_fault(struct uiw_qp *qp, const struct ddp_rx_seg *s, int r, struct uiw_term *t)
+{
+	uint8_t op = s->ulp_ctrl & RDMAP_OPCODE_MASK;
+	if (s->tagged && op == RDMAP_RDMA_WRITE) {
+		struct ddp_err e = ddp_tagged_err(r == -EACCES ? DDP_STAG_ACCESS : DDP_STAG_BOUNDS);
+		*t = term_seg(TERM(e.layer, e.etype, e.ecode), s);
+		return;
+	}
+	*t = term_seg(TERM(RDMAP_LAYER_DDP, DDP_ETYPE_CATASTROPHIC, DDP_CATASTROPHIC_LOCAL), s);
+	pthread_mutex_lock(&qp->lock);
+	if (op == RDMAP_RDMA_READ_RESP && qp->orq_head != qp->orq_tail) {
+		const struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
+		struct sq_wqe *w = &qp->sq[e->sq_idx & (qp->sq_size - 1)];
+		if (e->sq_idx != UINT32_MAX &&
+		    e->sq_idx - qp->sq_head < qp->sq_next - qp->sq_head && w->st == WQE_SENT) {
+			w->status = UIW_WC_LOC_PROT_ERR;
+			w->st = WQE_DONE;
+		}
+	} else if (op != RDMAP_RDMA_READ_RESP && qp->rx_send_active) {
+		struct uiw_wc wc = {.status = UIW_WC_LOC_PROT_ERR, .opcode = UIW_WC_RECV};
+		uiw_rq_complete(qp, &wc, false);
+	}
+	pthread_mutex_unlock(&qp->lock);
+}
 
 /* RFC 5041 §4 / RFC 5040 §4.2-§4.3 checks common to every segment, in the
  * order the hostile-peer tests pin down: DDP version, RDMAP version, the
@@ -830,6 +943,11 @@ int uiw_rx_run(struct uiw_qp *qp, size_t budget)
 				return r;
 			if (op && op->crc_ignore && (r == -EBADMSG || qp->rx_place.done >= 4))
 				r = 0; /* a Terminate: what arrived of it is enough */
+			if (r == -EFAULT || r == -EACCES) {
+				place_fault(qp, s, r, &t);
+				uiw_terminate(qp, &t);
+				continue;
+			}
 			if (r < 0) {
 				stream_failed(qp, r);
 				continue;

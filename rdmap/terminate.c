@@ -37,8 +37,9 @@ size_t uiw_term_build(const struct uiw_term *t, uint8_t *out)
 	return n;
 }
 
-/* See rdmap/internal.h. */
-void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
+/* Records the error, queues the Terminate (the first one only) and moves
+ * the QP to ERR. Returns whether it was the first. */
+static bool term_queue(struct uiw_qp *qp, const struct uiw_term *t)
 {
 	pthread_mutex_lock(&qp->lock);
 	bool first = !qp->terminated;
@@ -58,7 +59,21 @@ void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
 	pthread_mutex_unlock(&qp->lock);
 	if (first)
 		uiw_stat_qp_term(qp, true, t->layer, t->etype, t->ecode);
+	return first;
+}
+
+/* See rdmap/internal.h. */
+void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
+{
+	bool first = term_queue(qp, t);
 	qp->rx_state = first ? RX_DRAIN : RX_DONE;
 	qp->rx_drain_end = 0; /* set once the Terminate is out (progress.c) */
 	atomic_fetch_or(&qp->pending, PROG_TX);
+}
+
+/* See rdmap/internal.h. */
+void uiw_terminate_tx(struct uiw_qp *qp, const struct uiw_term *t)
+{
+	(void)term_queue(qp, t);
+	atomic_fetch_or(&qp->pending, PROG_TX | PROG_RX);
 }

@@ -256,6 +256,50 @@ static void batch_done(struct uiw_qp *qp)
 		atomic_fetch_or(&qp->pending, PROG_RX);
 }
 
+/* A page of the current message's payload is gone (ddp_tx_message said
+ * -EFAULT: unmapped, or -EACCES: protected; the application unmapped or
+ * mprotected registered memory). Nothing of the failing segment is in the
+ * batch. A Read Response: the peer's Read names memory that is no longer
+ * there, a remote protection error at the Data Source (RFC 5040 §4.8,
+ * §7: base or bounds 0/1/0x01, or access rights 0/1/0x02), with the Read
+ * Request's DDP header and body echoed as for the other Read Request
+ * errors; the segments of the Response already in the batch go first. A
+ * send WR of ours: it failed locally (LOC_PROT_ERR, as a bad lkey), which
+ * ends the connection without a Terminate. Returns what tx_fill returns.
+ * qp->lock not held. */
+static int tx_source_gone(struct uiw_qp *qp, int r)
+{
+	struct txm *t = &qp->txm;
+	if (t->kind == TXM_IRQ) {
+		pthread_mutex_lock(&qp->lock);
+		const struct irq_entry *e = &qp->irq[t->idx % qp->irq_size];
+		struct uiw_term term = {.layer = RDMAP_LAYER_RDMAP,
+					.etype = RDMAP_ETYPE_REMOTE_PROT,
+					.ecode = r == -EACCES ? RDMAP_ECODE_ACCESS
+							      : RDMAP_ECODE_BASE_BOUNDS,
+					.has_seg = true,
+					.seg = e->req_seg,
+					.has_rreq = true,
+					.rreq = e->rreq};
+		t->kind = TXM_NONE;
+		qp->tx_irq_end = t->idx + 1; /* its MR reference goes with the batch */
+		pthread_mutex_unlock(&qp->lock);
+		uiw_terminate_tx(qp, &term);
+		return 0;
+	}
+	if (t->kind == TXM_SQ) {
+		pthread_mutex_lock(&qp->lock);
+		struct sq_wqe *w = &qp->sq[t->idx & (qp->sq_size - 1)];
+		w->status = UIW_WC_LOC_PROT_ERR;
+		w->st = WQE_DONE;
+		t->kind = TXM_NONE;
+		qp->tx_fail = true;
+		pthread_mutex_unlock(&qp->lock);
+		return -ECANCELED;
+	}
+	return r;
+}
+
 /* Fills the batch with segments: the current message first, then Read and
  * Atomic Responses (the peer's requests are older than our new work), then
  * the send queue. Returns 0, or -ECANCELED when a WQE failed locally.
@@ -314,6 +358,12 @@ static int tx_fill(struct uiw_qp *qp)
 			}
 		}
 		int r = ddp_tx_message(&qp->mpa, &t->m, &t->pos);
+		if (r == -EFAULT || r == -EACCES) {
+			r = tx_source_gone(qp, r);
+			if (r)
+				return r;
+			continue; /* the Terminate goes next */
+		}
 		if (r < 0)
 			return r;
 		if (r == 0)

@@ -235,16 +235,13 @@ static int wqe_fill(struct uiw_qp *qp, struct sq_wqe *w, const struct uiw_send_w
 		w->iov[w->niov++].iov_len = w->sge[i].length;
 		w->len += w->sge[i].length;
 	}
-	if (wr->opcode == UIW_WR_RDMA_READ && wr->num_sge == 1 && w->sge[0].length) {
-		/* iWARP: the Read Response is a tagged Write into the sink, so
-		 * the sink STag needs REMOTE_WRITE (RFC 5040 §4.4) */
-		struct uiw_mr_int *mr = uiw_mr_get(w->sge[0].lkey);
-		if (mr && !(mr->pub.access & UIW_ACCESS_REMOTE_WRITE)) {
-			w->status = UIW_WC_LOC_ACCESS_ERR;
-			w->st = WQE_DONE;
-		}
-		uiw_mr_put(mr);
-	}
+	/* A Read sink needs LOCAL_WRITE (uiw_sge_resolve above), not
+	 * REMOTE_WRITE: as on siw (siw_proc_rresp checks the sink for
+	 * IB_ACCESS_LOCAL_WRITE), and tgt's iSER target registers the buffers
+	 * it reads initiators' write data into with LOCAL_WRITE only. The Read
+	 * Response is still placed only into the sink STag of the outstanding
+	 * Read, within what it asked (rx.c read_resp_begin), so the STag is
+	 * open to no other write. */
 	return 0;
 }
 
@@ -284,7 +281,10 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 	return rc;
 }
 
-/* See rdmap/internal.h. Zero-length SGEs are skipped. */
+/* See rdmap/internal.h. Zero-length SGEs are skipped. Each SGE is copied
+ * out with memcpy, as the send path copies its list: a caller's list need
+ * not be aligned (libiscsi's iSER receive descriptors are packed structs
+ * with the ibv_sge at a 4-byte offset). */
 enum uiw_wc_status uiw_rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
 				   const struct uiw_recv_wr *wr)
 {
@@ -293,14 +293,16 @@ enum uiw_wc_status uiw_rq_wqe_fill(struct rq_wqe *r, struct uiw_pd *pd,
 	r->len = 0;
 	for (int k = 0; k < wr->num_sge; k++) {
 		enum uiw_wc_status st;
-		if (wr->sg_list[k].length == 0)
+		struct uiw_sge sge;
+		memcpy(&sge, (const char *)wr->sg_list + (size_t)k * sizeof(sge), sizeof(sge));
+		if (sge.length == 0)
 			continue;
-		void *p = uiw_sge_resolve(pd, &wr->sg_list[k], true, &st);
+		void *p = uiw_sge_resolve(pd, &sge, true, &st);
 		if (!p)
 			return st;
 		r->iov[r->niov].iov_base = p;
-		r->iov[r->niov++].iov_len = wr->sg_list[k].length;
-		r->len += wr->sg_list[k].length;
+		r->iov[r->niov++].iov_len = sge.length;
+		r->len += sge.length;
 	}
 	return UIW_WC_SUCCESS;
 }

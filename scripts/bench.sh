@@ -18,7 +18,14 @@
 #   --runs N           repetitions; every row's median covers N samples
 #                      (default 5)
 #   --sizes LIST       message sizes in bytes (default 64,4096,65536,1048576)
-#   --groups LIST      of bw, rate, lat, qps, job, peers (default all)
+#   --groups LIST      of bw, rate, lat, qps, job, peers (default all), tls
+#                      (not in the default: RDMA Write over uiwarp's TLS
+#                      stream against a TLS socket stream, uiwarp-bench-tls,
+#                      and uiwarp Write without TLS, at each size; with job
+#                      too, uiwarp-replicate --tls against --tcp --tls)
+#   --tls-suites LIST  TLS 1.3 suites of the tls group (default
+#                      TLS_AES_128_GCM_SHA256; e.g. add
+#                      TLS_CHACHA20_POLY1305_SHA256)
 #   --qps LIST         QP / socket counts of the qps group (default 1,16,1000)
 #   --duration SEC     length of each throughput run, whole seconds (default 2)
 #   --lat-iters N      iterations of each perftest latency run (default 20000)
@@ -48,7 +55,7 @@ set -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0 paths="" ccs="" runs="" sizes="" groups="bw,rate,lat,qps,job,peers" qpslist="" dur=""
 latn="" jobsize="" parent=/var/tmp out="" build="$root/build" build_it=1 install=1
-tcpbench="" estimate_only=0 wanrate=1gbit jobstreams=1
+tcpbench="" estimate_only=0 wanrate=1gbit jobstreams=1 tlssuites=TLS_AES_128_GCM_SHA256
 
 orig_args=("$@")
 
@@ -76,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--tcpbench) tcpbench=$2; shift 2 ;;
 	--wan-rate) wanrate=$2; shift 2 ;;
 	--job-streams) jobstreams=$2; shift 2 ;;
+	--tls-suites) tlssuites=$2; shift 2 ;;
 	--no-build) build_it=0; shift ;;
 	--no-install) install=0; shift ;;
 	--estimate) estimate_only=1; shift ;;
@@ -107,7 +115,7 @@ done
 case "$dur" in '' | *[!0-9]* | 0) die "--duration takes whole seconds (1, 2, ...), not '$dur'" ;; esac
 has_group() { [[ ",$groups," == *",$1,"* ]]; }
 for g in ${groups//,/ }; do
-	case "$g" in bw | rate | lat | qps | job | peers) ;; *) die "unknown group $g" ;; esac
+	case "$g" in bw | rate | lat | qps | job | peers | tls) ;; *) die "unknown group $g" ;; esac
 done
 jobbytes=$(numfmt --from=iec "${jobsize%B}" 2>/dev/null) || die "bad --job-size $jobsize"
 
@@ -122,6 +130,10 @@ has_group rate && n_bw=$((n_bw + np * nc * 3))
 has_group lat && n_lat=$((np * nc * (5 + 2 * peers)))
 has_group qps && n_qps=$((np * nc * nq * 2))
 has_group job && n_job=$((np * nc * 2))
+IFS=, read -r -a TLSS <<<"$tlssuites"
+nt=${#TLSS[@]}
+has_group tls && n_bw=$((n_bw + np * nc * ns * (1 + 2 * nt)))
+has_group tls && has_group job && n_job=$((n_job + np * nc * 2 * nt))
 runs_per_rep=$((n_bw + n_lat + n_qps + n_job))
 total_runs=$((runs_per_rep * runs))
 # (per-run overheads as measured on the 2-vCPU development machine)
@@ -151,7 +163,7 @@ has_group peers && pkgs+=(libfabric-bin ucx-utils)
 pkgs+=(python3-matplotlib)
 if [ "$build_it" = 1 ]; then
 	pkgs+=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev
-		libmnl-dev)
+		libmnl-dev libssl-dev)
 fi
 if [ "$install" = 1 ]; then
 	missing=()
@@ -187,7 +199,8 @@ if [ "$build_it" = 1 ]; then
 	fi
 	say "building the benchmark's programs in $build"
 	timeout --foreground 1800 cmake --build "$build" -j"$(nproc)" --target uiwarp-replicate \
-		uiwarp-bench-qps uiwarp-bench-tcpconns uiwarp-bench-cpu uiwarp-bench-cc ibverbs rdmacm >&2 ||
+		uiwarp-bench-qps uiwarp-bench-tcpconns uiwarp-bench-cpu uiwarp-bench-cc uiwarp-bench-tls \
+		ibverbs rdmacm >&2 ||
 		die "build failed"
 fi
 run="$build/bin/uiwarp-run"
@@ -195,6 +208,7 @@ cpu="$build/bin/uiwarp-bench-cpu"
 qpsbin="$build/bin/uiwarp-bench-qps"
 tcbin="$build/bin/uiwarp-bench-tcpconns"
 repbin="$build/bin/uiwarp-replicate"
+tlsbin="$build/bin/uiwarp-bench-tls"
 ccso="$build/lib/libuiwarp-bench-cc.so"
 for f in "$run" "$cpu" "$qpsbin" "$tcbin" "$repbin" "$ccso"; do
 	[ -e "$f" ] || die "$f is missing (build it, or drop --no-build)"
@@ -448,7 +462,15 @@ ucx_env() { C_ENV=(LD_PRELOAD="$ccso" UIWARP_BENCH_CC="$cur_cc" UCX_TLS=tcp UCX_
 	S_ENV=("${C_ENV[@]}"); }
 fi_env() { C_ENV=(LD_PRELOAD="$ccso" UIWARP_BENCH_CC="$cur_cc" FI_TCP_IFACE="$dev")
 	S_ENV=("${C_ENV[@]}"); }
-uiw_env() { C_ENV=(UIWARP_TCP_CONGESTION="$cur_cc"); S_ENV=("${C_ENV[@]}"); }
+# uiwarp's environment; with cur_tls (a TLS 1.3 suite) its TLS stream, PSK
+# authentication (the tls group)
+cur_tls=""
+tlspsk=75697761727020626563686d61726b20707265736861726564206b6579212121
+uiw_env() {
+	C_ENV=(UIWARP_TCP_CONGESTION="$cur_cc")
+	[ -n "$cur_tls" ] && C_ENV+=(UIWARP_TLS=on UIWARP_TLS_PSK="$tlspsk" UIWARP_TLS_CIPHERS="$cur_tls")
+	S_ENV=("${C_ENV[@]}")
+}
 
 # raw TCP stream: tcpbench bw, TCP_NODELAY (-N) as uiwarp sets on its sockets
 m_tcp_bw() {
@@ -474,7 +496,8 @@ m_tcp_bw() {
 
 # uiwarp: perftest ib_{write,read,send}_bw -R under uiwarp-run on both ends
 m_pt_bw() {
-	local op=$1 size=$2 l
+	local op=$1 size=$2 l rop=""
+	[ -n "$cur_tls" ] && rop=":$cur_tls"
 	uiw_env
 	S_CMD=("$run" "ib_${op}_bw" -R -F -p @PORT@ -D "$dur" -s "$size" --report_gbits)
 	C_CMD=("${S_CMD[@]}" "$addr")
@@ -484,13 +507,34 @@ m_pt_bw() {
 		local it mr g
 		read -r it mr <<<"$l"
 		g=$(awk -v m="$mr" -v s="$size" 'BEGIN { printf "%.4f", m * s * 8 / 1000 }')
-		rec uiwarp "$op" "$size" gbps "$g"
-		rec uiwarp "$op" "$size" mpps "$mr"
-		rec_cpu uiwarp "$op" "$size" "$((it * size))"
-		progress "uiwarp $op $size B: $g Gbit/s"
+		rec uiwarp "$op$rop" "$size" gbps "$g"
+		rec uiwarp "$op$rop" "$size" mpps "$mr"
+		rec_cpu uiwarp "$op$rop" "$size" "$((it * size))"
+		progress "uiwarp $op$rop $size B: $g Gbit/s"
 	else
-		rec uiwarp "$op" "$size" gbps fail "$(fail_note)"
-		progress "uiwarp $op $size B: FAIL"
+		rec uiwarp "$op$rop" "$size" gbps fail "$(fail_note)"
+		progress "uiwarp $op$rop $size B: FAIL"
+	fi
+}
+
+# the tls group's baseline: a TLS 1.3 socket stream (uiwarp-bench-tls, PSK,
+# TCP_NODELAY) with the suite cur_tls; recorded as tool "tls", op "stream:SUITE"
+m_tls_bw() {
+	local size=$1 l
+	S_ENV=() C_ENV=()
+	S_CMD=("$tlsbin" server -B "$addr" -p @PORT@ -T 300 -C "$cur_cc" -c "$cur_tls")
+	C_CMD=("$tlsbin" bw -H "$addr" -p @PORT@ -s "$size" -t "$dur" -C "$cur_cc" -c "$cur_tls")
+	if pair "tls-bw-$size" "$(awk -v d="$dur" 'BEGIN { printf "%d", d + 40 }')" &&
+		l=$(grep '^bw ' "$R.cout") && [ -n "$l" ]; then
+		local g b
+		g=$(sed -n 's/.*Gbit\/s=\([0-9.]*\).*/\1/p' <<<"$l")
+		b=$(sed -n 's/.* rcvd=\([0-9]*\).*/\1/p' <<<"$l")
+		rec tls "stream:$cur_tls" "$size" gbps "$g"
+		rec_cpu tls "stream:$cur_tls" "$size" "$b"
+		progress "TLS socket $cur_tls $size B: $g Gbit/s"
+	else
+		rec tls "stream:$cur_tls" "$size" gbps fail "$(fail_note)"
+		progress "TLS socket $cur_tls $size B: FAIL"
 	fi
 }
 
@@ -717,8 +761,11 @@ job_input() {
 	cur_cc=$saved_cc
 }
 m_job() {
-	local mode=$1 warm=${2:-} extra=() sextra=() l jt
+	local mode=$1 warm=${2:-} extra=() sextra=() l jt jop=replicate
 	[ "$mode" = tcp ] && extra=(--tcp)
+	# the tls group: both modes with --tls (uiwarp's TLS stream / TLS on
+	# the sockets), the same PSK and suite
+	[ -n "$cur_tls" ] && extra+=(--tls) && jop="replicate:$cur_tls"
 	[ "$jobstreams" -gt 1 ] && sextra=(--streams "$jobstreams")
 	jt=$((120 + jobbytes / (20 * 1048576)))
 	uiw_env
@@ -734,13 +781,13 @@ m_job() {
 		local m b
 		m=$(sed -n 's/.* s: \([0-9.]*\) MiB\/s.*/\1/p' <<<"$l")
 		b=$(sed -n 's/.* sent \([0-9]*\) bytes.*/\1/p' <<<"$l")
-		rec "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" replicate "$jobbytes" mibps "$m"
-		rec_cpu "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" replicate "$jobbytes" "$b"
-		progress "job $mode: $m MiB/s"
+		rec "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" "$jop" "$jobbytes" mibps "$m"
+		rec_cpu "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" "$jop" "$jobbytes" "$b"
+		progress "job $mode${cur_tls:+ TLS}: $m MiB/s"
 	else
-		rec "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" replicate "$jobbytes" mibps fail \
+		rec "$([ "$mode" = tcp ] && echo tcp || echo uiwarp)" "$jop" "$jobbytes" mibps fail \
 			"$(fail_note)"
-		progress "job $mode: FAIL"
+		progress "job $mode${cur_tls:+ TLS}: FAIL"
 	fi
 }
 
@@ -774,6 +821,7 @@ rotate() {
 	echo "tcpbench: $tcpbench"
 	echo "wan_rate: $wanrate (wan: 25 ms each way, 0.1 % loss; wanloss: 1 %)"
 	echo "job_streams: $jobstreams"
+	echo "tls_suites: $tlssuites"
 	echo "uiwarp_env: $(env | grep '^UIWARP_' | tr '\n' ' ')"
 } >"$out/meta.txt"
 
@@ -829,6 +877,28 @@ for ((rep = 1; rep <= runs; rep++)); do
 				job_input
 				# the mode that goes first alternates
 				for t in $(rotate "$rep" rdma tcp); do m_job "$t"; done
+			fi
+			if has_group tls; then
+				for size in "${SIZES[@]}"; do
+					tools=(write)
+					for st in "${TLSS[@]}"; do tools+=("tls:$st" "write:$st"); done
+					for t in $(rotate "$rep" "${tools[@]}"); do
+						cur_tls=${t#*:}
+						[ "$cur_tls" = "$t" ] && cur_tls=""
+						case "$t" in
+						tls:*) m_tls_bw "$size" ;;
+						write*) m_pt_bw write "$size" ;;
+						esac
+						cur_tls=""
+					done
+				done
+				if has_group job; then
+					for st in "${TLSS[@]}"; do
+						cur_tls=$st
+						for t in $(rotate "$rep" rdma tcp); do m_job "$t"; done
+						cur_tls=""
+					done
+				fi
 			fi
 		done
 	done

@@ -325,6 +325,55 @@ def summarize(d, meta):
         md.append(table(["path", "cc", "file", "uiwarp (RDMA Writes)", "--tcp", "uiwarp/tcp",
                          "slowest/median uiwarp"], rows))
 
+    # ------------------------------------------------ TLS (the tls group)
+    suites = sorted({k[3].split(":", 1)[1] for k in list(d.vals) + list(d.fails)
+                     if k[2] == "tls" and k[3].startswith("stream:")})
+    if suites:
+        md.append("## TLS 1.3 under MPA: RDMA Write over uiwarp's TLS stream, Gbit/s\n")
+        md.append("TLS socket: `uiwarp-bench-tls` (OpenSSL, one TCP connection, PSK, TCP_NODELAY, "
+                  "SIZE-byte `SSL_write_ex`); uiwarp: `ib_write_bw -R` with `UIWARP_TLS=on`, the "
+                  "same PSK and suite, and without TLS in the same repetition.\n")
+        rows = []
+        tsizes = sorted({k[4] for k in list(d.vals) + list(d.fails)
+                         if k[2] == "tls" and k[3].startswith("stream:")})
+        for p in d.paths:
+            for c in d.ccs:
+                for st in suites:
+                    for sz in tsizes:
+                        t = K(p, c, "tls", "stream:" + st, sz, "gbps")
+                        u = K(p, c, "uiwarp", "write:" + st, sz, "gbps")
+                        w = K(p, c, "uiwarp", "write", sz, "gbps")
+                        if not (d.values(t) or d.values(u) or d.fails.get(u)):
+                            continue
+                        rows.append([p, c, st, size_name(sz), d.cell(t), d.cell(u), d.rcell(u, t),
+                                     d.cell(w), d.rcell(u, w)])
+                        if sz in (65536, 1048576) and p in ("lo", "veth"):
+                            rr = d.ratio(u, t)
+                            goal("#15: Write over TLS ≥ 0.90× a TLS socket stream",
+                                 "%s %s %s %s" % (p, c, st, size_name(sz)), rr and rr[0], "≥ 0.90",
+                                 rr and rr[0] >= 0.90)
+        md.append(table(["path", "cc", "suite", "size", "TLS socket", "Write over TLS",
+                         "Write-TLS/TLS socket", "Write, no TLS", "Write-TLS/Write"], rows))
+        rows = []
+        for p in d.paths:
+            for c in d.ccs:
+                for st in suites:
+                    for sz in sorted({k[4] for k in d.vals if k[3] == "replicate:" + st}):
+                        u = K(p, c, "uiwarp", "replicate:" + st, sz, "mibps")
+                        t = K(p, c, "tcp", "replicate:" + st, sz, "mibps")
+                        if not (d.values(u) or d.values(t)):
+                            continue
+                        rows.append([p, c, st, size_name(sz), d.cell(u), d.cell(t),
+                                     d.rcell(u, t)])
+                        rr = d.ratio(u, t)
+                        goal("#15: main job --tls ≥ 0.90× --tcp --tls", "%s %s %s" % (p, c, st),
+                             rr and rr[0], "≥ 0.90", rr and rr[0] >= 0.90)
+        if rows:
+            md.append("`uiwarp-replicate --tls` (RDMA Writes over uiwarp's TLS stream) against "
+                      "`--tcp --tls` (TLS on the plain sockets), MiB/s:\n")
+            md.append(table(["path", "cc", "suite", "file", "uiwarp --tls", "--tcp --tls",
+                             "ratio"], rows))
+
     # ------------------------------------------------ many QPs
     if d.qps:
         md.append("## Many QPs in one process against as many TCP sockets, aggregate Gbit/s\n")
@@ -384,7 +433,7 @@ def summarize(d, meta):
 
     # ------------------------------------------------ goals
     if goals:
-        md.append("## The goals of issue #10, as measured in this run\n")
+        md.append("## The goals of issue #10 (and #15, marked), as measured in this run\n")
         met = sum(1 for g in goals if g[4] == "yes")
         md.append("%d of %d met.\n" % (met, len(goals)))
         md.append(table(["goal", "where", "measured", "target", "met"],

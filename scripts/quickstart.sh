@@ -66,7 +66,7 @@ case "$runs" in [1-9] | [1-9][0-9]) ;; *) die "bad --runs $runs (1..99)" ;; esac
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces, apt-get)"
 
 # ---------------------------------------------------------------- packages
-pkgs=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
+pkgs=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev libssl-dev
 	iproute2)
 if [ "$install" = 1 ]; then
 	missing=()

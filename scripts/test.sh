@@ -41,10 +41,10 @@ log() {
 }
 
 # ------------------------------------------------------------ dependencies
-PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev
-	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 iputils-ping iptables tshark tcpdump python3
+PKGS=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev libmnl-dev libssl-dev
+	rdmacm-utils ibverbs-utils perftest qperf fio iproute2 ethtool iputils-ping iptables tshark tcpdump python3
 	libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev go-md2man groff-base libnetfilter-queue-dev
-	debhelper dpkg-dev lintian man-db clang libclang-rt-14-dev)
+	debhelper dpkg-dev lintian man-db clang libclang-rt-14-dev tgt libiscsi-bin)
 
 missing=()
 for p in "${PKGS[@]}"; do

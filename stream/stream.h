@@ -3,8 +3,9 @@
  *
  * Nothing above this header knows the stream is a socket: MPA frames on it,
  * the engine waits for it through uiw_stream_fd() (readiness) and never
- * touches the descriptor otherwise. Today the stream is a kernel TCP socket
- * (stream/tcp.c); a TLS stream implements the same operations.
+ * touches the descriptor otherwise. The stream is a kernel TCP socket
+ * (stream/tcp.c), or TLS 1.3 over one (stream/tls.c, OpenSSL) behind the
+ * same operations.
  *
  * Every operation is non-blocking: a stream that cannot take or give a byte
  * now answers -EAGAIN, and the caller waits for readiness (POLLIN / POLLOUT
@@ -47,6 +48,14 @@ struct uiw_stream_ops {
 	 * error are reported at once. Best effort (TCP: SO_RCVLOWAT); may be
 	 * NULL. */
 	void (*rx_lowat)(struct uiw_stream *s, int bytes);
+	/* For a dead-peer watchdog where the kernel does not enforce the
+	 * bound itself (Multipath TCP ignores TCP_USER_TIMEOUT and keeps an
+	 * MPTCP connection after its subflows' keepalive gave up): the
+	 * milliseconds since the last segment from the peer on any path
+	 * (data or ACK; keepalive makes an idle live peer answer). Returns
+	 * them (>= 0), or -EOPNOTSUPP when the kernel keeps the bound (plain
+	 * TCP) or cannot tell. May be NULL. */
+	int (*silent_ms)(struct uiw_stream *s);
 	/* Half-closes the send direction (graceful close: TCP FIN). */
 	void (*shutdown_send)(struct uiw_stream *s);
 	/* Aborts both directions: later calls fail, a waiter on the descriptor
@@ -107,8 +116,8 @@ struct uiw_tcp_opts {
 	 * uiw_tcp_listen create IPPROTO_MPTCP sockets, plain TCP when the
 	 * kernel refuses (net.mptcp.enabled=0, no CONFIG_MPTCP). A connection
 	 * whose peer does not speak MPTCP falls back to plain TCP in the
-	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the dead-peer
-	 * bound rests on keepalive alone): docs/wan.md. */
+	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the engine
+	 * keeps the dead-peer bound through silent_ms): docs/wan.md. */
 	bool mptcp;
 };
 
@@ -151,6 +160,68 @@ int uiw_tcp_connect(const struct sockaddr *src, const struct sockaddr *dst, int 
  * -EADDRNOTAVAIL, ...). */
 int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
 		   const struct uiw_tcp_opts *o);
+
+/* The EMSS of the connected TCP socket fd (RFC 5044 §4.1): TCP_MAXSEG in
+ * bytes, bounded by the payload one segment carries on the route's path
+ * MTU (rtnetlink) when that lookup works. Returns it or -errno from
+ * getsockopt (-EBADF, -ENOTSOCK). */
+int uiw_tcp_emss(int fd);
+
+/* silent_ms of a stream on socket fd (see uiw_stream_ops): for an
+ * IPPROTO_MPTCP socket that did not fall back, the least over its subflows
+ * of tcpi_last_data_recv and tcpi_last_ack_recv (getsockopt SOL_MPTCP
+ * MPTCP_TCPINFO, linux/mptcp.h; a connection with no subflow left is
+ * INT_MAX: silent); anything else -EOPNOTSUPP, or -errno from
+ * getsockopt. */
+int uiw_tcp_silent_ms(int fd);
+
+/* ------------------------------------------------------------------ TLS */
+
+/* UIWARP_TLS (docs/configuration.md). off: plain MPA only. on: a client
+ * speaks TLS; a listener takes TLS and plain peers (by the first byte).
+ * required: as on, and a listener refuses plain peers. */
+enum uiw_tls_mode { UIW_TLS_OFF = 0, UIW_TLS_ON, UIW_TLS_REQUIRED };
+
+/* TLS settings of the process (strings owned by the caller, for the
+ * process's lifetime: the first handshake of each side builds its OpenSSL
+ * context from them). */
+struct uiw_tls_opts {
+	enum uiw_tls_mode mode;
+	const char *cert;	  /* PEM certificate chain file, NULL for none */
+	const char *key;	  /* PEM private key file (NULL: in cert) */
+	const char *ca;		  /* PEM CA file that verifies the peer (NULL: the
+				   * system's, client side; no client check, server) */
+	const char *peer_name;	  /* client: the name the server's certificate
+				   * must carry (RFC 6125), NULL for any */
+	const char *ciphers;	  /* TLS 1.3 suites (SSL_CTX_set_ciphersuites), NULL default */
+	const char *psk_identity; /* external PSK identity (NULL: "uiwarp") */
+	uint8_t psk[64];	  /* external PSK (RFC 8446 §2.2), psk_len bytes */
+	int psk_len;		  /* 0: no PSK */
+};
+
+/* The TLS 1.3 handshake as client on the connected stream *s (a TCP
+ * stream of uiw_stream_tcp), blocking up to timeout_ms (< 0: no limit),
+ * before the MPA Request. On success *s is replaced by the TLS stream
+ * (which owns the socket; the TCP stream is freed). Returns 0, or -errno
+ * with *s unchanged (the caller still destroys it): -ETIMEDOUT, -ECONNRESET
+ * (the peer closed: not a TLS peer?), -EKEYREJECTED (the server's
+ * certificate did not verify: its CA, its name, its dates), -ECONNREFUSED
+ * (another handshake failure: the peer's alert, no common cipher, PSK
+ * mismatch), -EINVAL (a certificate, key or CA file that does not load),
+ * -ENOMEM. Logged (UIWARP_LOG=warn). RFC 8446. */
+int uiw_tls_client(struct uiw_stream **s, const struct uiw_tls_opts *o, int timeout_ms);
+
+/* The listener's side: with o->mode off does nothing; otherwise waits up
+ * to timeout_ms for the peer's first byte and, when it starts a TLS
+ * handshake record (0x16, RFC 8446 §5.1; an MPA Request starts with "M"),
+ * runs the handshake as server and replaces *s as uiw_tls_client does.
+ * Returns 0 (TLS or not: uiw_stream_is_tls says which) or -errno as
+ * uiw_tls_client (-EKEYREJECTED: the client's certificate did not verify
+ * against o->ca). */
+int uiw_tls_accept(struct uiw_stream **s, const struct uiw_tls_opts *o, int timeout_ms);
+
+/* Whether s is a TLS stream (uiw_tls_client / uiw_tls_accept made it). */
+bool uiw_stream_is_tls(const struct uiw_stream *s);
 
 /* --------------------------------------------- blocking helpers (setup) */
 

@@ -96,6 +96,16 @@ static ssize_t tcp_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 	return -EINTR;
 }
 
+static int tcp_emss(struct uiw_stream *s)
+{
+	return uiw_tcp_emss(s->fd);
+}
+
+static int tcp_silent_ms(struct uiw_stream *s)
+{
+	return uiw_tcp_silent_ms(s->fd);
+}
+
 static size_t tcp_rx_buffered(struct uiw_stream *s)
 {
 	(void)s;
@@ -108,20 +118,20 @@ static size_t tcp_rx_buffered(struct uiw_stream *s)
  * the peer from our address: a route's `mtu lock`, a learned PMTU or the
  * output interface's MTU) when that lookup works; silently TCP_MAXSEG alone
  * otherwise. UIWARP_LOG=debug says which bound won (util/log.h).
- * Returns the EMSS or -errno. */
-static int tcp_emss(struct uiw_stream *s)
+ * Returns the EMSS or -errno. (See stream/stream.h.) */
+int uiw_tcp_emss(int fd)
 {
 	int mss = 0;
 	socklen_t len = sizeof(mss);
 
-	if (getsockopt(s->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
+	if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
 		return -errno;
 	int maxseg = mss;
 	unsigned int pmtu = 0, bound = 0;
 	struct sockaddr_storage peer, self;
 	socklen_t pl = sizeof(peer), sl = sizeof(self);
-	if (getpeername(s->fd, (struct sockaddr *)&peer, &pl) == 0 &&
-	    getsockname(s->fd, (struct sockaddr *)&self, &sl) == 0 &&
+	if (getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&self, &sl) == 0 &&
 	    (peer.ss_family == AF_INET || peer.ss_family == AF_INET6)) {
 		struct uiw_nl_route rt;
 		if (uiw_nl_route_get((struct sockaddr *)&peer, (struct sockaddr *)&self, &rt) ==
@@ -134,7 +144,7 @@ static int tcp_emss(struct uiw_stream *s)
 	}
 	if (uiw_log_on(UIW_LOG_DEBUG)) {
 		char t[128];
-		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(s->fd, t, sizeof(t)),
+		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(fd, t, sizeof(t)),
 			"stream: EMSS %d from %s (TCP_MAXSEG %d, route path MTU %u -> "
 			"segment payload bound %u)",
 			mss, mss != maxseg ? "the route's path MTU" : "TCP_MAXSEG", maxseg, pmtu,
@@ -200,6 +210,7 @@ static const struct uiw_stream_ops tcp_ops = {
     .rx_buffered = tcp_rx_buffered,
     .emss = tcp_emss,
     .rx_lowat = tcp_rx_lowat,
+    .silent_ms = tcp_silent_ms,
     .shutdown_send = tcp_shutdown_send,
     .abort = tcp_abort,
     .destroy = tcp_destroy,
@@ -268,6 +279,36 @@ int uiw_tcp_mptcp_state(int fd, int *subflows)
 	if (subflows)
 		*subflows = mi.mptcpi_subflows;
 	return 1;
+}
+
+/* See stream/stream.h. */
+int uiw_tcp_silent_ms(int fd)
+{
+	enum { MAX_SUBFLOWS = 8 };
+	struct {
+		struct mptcp_subflow_data d;
+		struct tcp_info ti[MAX_SUBFLOWS];
+	} b;
+	socklen_t len = sizeof(b);
+
+	if (!is_mptcp_socket(fd))
+		return -EOPNOTSUPP;
+	memset(&b, 0, sizeof(b));
+	b.d.size_subflow_data = sizeof(b.d);
+	b.d.size_user = sizeof(b.ti[0]);
+	if (getsockopt(fd, SOL_MPTCP, MPTCP_TCPINFO, &b, &len) < 0)
+		return errno == EOPNOTSUPP || errno == ENOPROTOOPT ? -EOPNOTSUPP : -errno;
+	unsigned int n = b.d.num_subflows < MAX_SUBFLOWS ? b.d.num_subflows : MAX_SUBFLOWS;
+	int quiet = INT_MAX;
+	for (unsigned int i = 0; i < n; i++) {
+		const struct tcp_info *t = &b.ti[i];
+		unsigned int q = t->tcpi_last_data_recv < t->tcpi_last_ack_recv
+				     ? t->tcpi_last_data_recv
+				     : t->tcpi_last_ack_recv;
+		if (q < (unsigned int)quiet)
+			quiet = (int)q;
+	}
+	return quiet;
 }
 
 /* See stream/stream.h. */

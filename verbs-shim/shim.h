@@ -69,6 +69,7 @@ struct shim_cq {
 	uint32_t async_events_reported;
 	bool overflow_reported;
 	bool arm_solicited; /* the last ibv_req_notify_cq's solicited_only (atomic) */
+	int records; /* event records of this CQ queued on its channel, not yet read (atomic) */
 	/* Added by libibverbs for the ibv_cq_ex poll iterator (ibv_start_poll
 	 * .. ibv_end_poll): the completion being read; single reader per CQ, as
 	 * ibv_create_cq_ex(3) requires. */

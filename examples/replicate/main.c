@@ -27,6 +27,10 @@ static void usage(FILE *f)
 		"                      fails, and a restarted copy sends only the chunks whose\n"
 		"                      CRC32c differs from what DEST.part holds (same --chunk)\n"
 		"      --tcp           copy over plain TCP sockets instead (both sides)\n"
+		"      --tls           both sides: encrypt with TLS 1.3, over RDMA through\n"
+		"                      uiwarp's TLS stream (UIWARP_TLS=on / required), with\n"
+		"                      --tcp on the sockets themselves; credentials from\n"
+		"                      UIWARP_TLS_CERT, _KEY, _CA, _PEER_NAME or _PSK\n"
 		"      --no-mmap       send: read SRC through a registered buffer instead of\n"
 		"                      registering a mapping of it; recv: receive into memory\n"
 		"                      and write DEST at the end instead of into a mapping\n"
@@ -56,6 +60,7 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 		{"resume", no_argument, NULL, 'r'},
 		{"stop-after", required_argument, NULL, 'S'},
 		{"tcp", no_argument, NULL, 'T'},
+		{"tls", no_argument, NULL, 'L'},
 		{"no-mmap", no_argument, NULL, 'M'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -150,6 +155,9 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 		case 'T':
 			o->tcp = true;
 			break;
+		case 'L':
+			o->tls = true;
+			break;
 		case 'M':
 			o->no_mmap = true;
 			break;
@@ -200,6 +208,12 @@ int main(int argc, char **argv)
 	if (ret)
 		return ret;
 	rep_install_signals();
+	if (o.tls && o.tcp && rep_tls_init(!o.sender) != 0)
+		return 1;
+	/* over RDMA, uiwarp's own TLS stream (read when the first connection
+	 * is made): the sender speaks it, the receiver refuses plain peers */
+	if (o.tls && !o.tcp)
+		setenv("UIWARP_TLS", o.sender ? "on" : "required", 1);
 	if (o.sender)
 		ret = o.tcp ? rep_tcp_send(&o) : rep_rdma_send(&o);
 	else

@@ -132,6 +132,7 @@ _Static_assert(sizeof(struct rep_chunk_hdr) == 16, "chunk header layout");
 struct rep_opts {
 	bool sender;
 	bool tcp;
+	bool tls;     /* --tls: RDMA over uiwarp's TLS stream, or TLS over the --tcp sockets */
 	bool no_mmap; /* send: read SRC with pread; recv: anonymous buffer, write at the end */
 	bool quiet;
 	bool resume;	     /* keep DEST.part on failure / reuse its good chunks */
@@ -145,6 +146,23 @@ struct rep_opts {
 	uint32_t streams;    /* sender: connections (1..REP_MAX_STREAMS) */
 	uint64_t stop_after; /* sender, tests only: _exit(3) after this many chunks; 0 = off */
 };
+
+/* --tcp --tls (tls.c): TLS 1.3 with OpenSSL on the plain sockets, with the
+ * credentials of uiwarp's UIWARP_TLS_* variables (docs/configuration.md).
+ * rep_tls_init builds the process's context (server: the receiver) and
+ * returns 0 or -EINVAL (message printed). rep_tls_wrap runs the handshake
+ * on the connected blocking socket fd (< 4096) and keeps its session:
+ * 0 or -ECONNREFUSED / -ENOMEM (message printed). rep_tls_on says whether
+ * fd has a session; rep_tls_write / rep_tls_read move bytes through it
+ * (the count, 0 at the end of the stream for a read, or -errno: -EAGAIN
+ * after the socket timeout, -EBADMSG for a record that failed);
+ * rep_tls_close frees fd's session (not the socket). RFC 8446. */
+int rep_tls_init(bool server);
+int rep_tls_wrap(int fd, bool server);
+bool rep_tls_on(int fd);
+ssize_t rep_tls_write(int fd, const void *buf, size_t n);
+ssize_t rep_tls_read(int fd, void *buf, size_t n);
+void rep_tls_close(int fd);
 
 /* Outcome of a transfer, for the final line. */
 struct rep_stats {

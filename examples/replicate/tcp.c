@@ -38,6 +38,25 @@ static void set_congestion(int fd)
 		rep_err("TCP_CONGESTION %s: %s (using the system default)", cc, strerror(errno));
 }
 
+/* One send / recv on fd, through its TLS session when it has one (--tls):
+ * the count, 0 at the end of the stream (recv), or -errno (-EAGAIN after
+ * the socket timeout, -EINTR, -EBADMSG for a TLS record that failed). */
+static ssize_t sock_send(int fd, const void *p, size_t n)
+{
+	if (rep_tls_on(fd))
+		return rep_tls_write(fd, p, n);
+	ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+	return w < 0 ? -errno : w;
+}
+
+static ssize_t sock_recv(int fd, void *p, size_t n)
+{
+	if (rep_tls_on(fd))
+		return rep_tls_read(fd, p, n);
+	ssize_t r = recv(fd, p, n, 0);
+	return r < 0 ? -errno : r;
+}
+
 /* Writes n bytes. Returns 0 or -errno (-ETIMEDOUT after the socket timeout,
  * -EINTR on a signal). */
 static int write_all(int fd, const void *buf, size_t n)
@@ -45,14 +64,14 @@ static int write_all(int fd, const void *buf, size_t n)
 	const char *p = buf;
 
 	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t w = sock_send(fd, p, n);
 
 		if (w < 0) {
-			if (errno == EINTR && !rep_interrupted)
+			if (w == -EINTR && !rep_interrupted)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (w == -EAGAIN || w == -EWOULDBLOCK)
 				return -ETIMEDOUT;
-			return -errno;
+			return (int)w;
 		}
 		p += w;
 		n -= (size_t)w;
@@ -68,7 +87,7 @@ static int read_all(int fd, void *buf, size_t n, size_t *got)
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t r = recv(fd, p + done, n - done, 0);
+		ssize_t r = sock_recv(fd, p + done, n - done);
 
 		if (r == 0) {
 			if (got)
@@ -76,13 +95,13 @@ static int read_all(int fd, void *buf, size_t n, size_t *got)
 			return -ECONNRESET;
 		}
 		if (r < 0) {
-			if (errno == EINTR && !rep_interrupted)
+			if (r == -EINTR && !rep_interrupted)
 				continue;
 			if (got)
 				*got = done;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (r == -EAGAIN || r == -EWOULDBLOCK)
 				return -ETIMEDOUT;
-			return -errno;
+			return (int)r;
 		}
 		done += (size_t)r;
 	}
@@ -134,7 +153,18 @@ static int tcp_connect(const struct rep_opts *o)
 		return -1;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (o->tls && rep_tls_wrap(fd, false) != 0) {
+		close(fd);
+		return -1;
+	}
 	return fd;
+}
+
+/* Closes fd and its TLS session. */
+static void sock_close(int fd)
+{
+	rep_tls_close(fd);
+	close(fd);
 }
 
 /* Sends the hello of stream i and reads the accept (and, on stream 0 with
@@ -365,7 +395,7 @@ failed:
 out:
 	for (uint32_t i = 0; i < o->streams; i++)
 		if (tx[i].fd >= 0)
-			close(tx[i].fd);
+			sock_close(tx[i].fd);
 	free(table);
 	rep_plan_free(&plan);
 	rep_src_close(&src);
@@ -558,16 +588,20 @@ int rep_tcp_recv(const struct rep_opts *o)
 			goto fail;
 		}
 		set_timeouts(fd, o->timeout);
+		if (o->tls && rep_tls_wrap(fd, true) != 0) {
+			close(fd);
+			goto fail;
+		}
 		ret = read_all(fd, &hello, sizeof(hello), NULL);
 		if (ret) {
 			rep_err("no hello from the sender: %s", errstr(ret));
-			close(fd);
+			sock_close(fd);
 			goto fail;
 		}
 		r = rep_rx_hello(&rxs, &hello, true, o, &dest, &acc);
 		if (r < 0) {
 			write_all(fd, &acc, sizeof(acc));
-			close(fd);
+			sock_close(fd);
 			if (r == -2)
 				goto fail;
 			continue;
@@ -677,6 +711,6 @@ fail:
 		rep_dest_abort(&dest);
 	for (uint32_t i = 0; i < REP_MAX_STREAMS; i++)
 		if (rx[i].fd >= 0)
-			close(rx[i].fd);
+			sock_close(rx[i].fd);
 	return fail;
 }

@@ -202,11 +202,12 @@ void rep_print_result(const struct rep_opts *o, const struct rep_stats *s)
 			 s->tcp_socks == 1 ? "" : "s");
 		snprintf(retr, sizeof(retr), "%llu segments", (unsigned long long)s->retrans);
 	}
-	printf("uiwarp-replicate: %s %llu bytes in %.3f s: %.1f MiB/s (%.2f Gbit/s) over %s, "
+	printf("uiwarp-replicate: %s %llu bytes in %.3f s: %.1f MiB/s (%.2f Gbit/s) over %s%s, "
 	       "crc32c 0x%08x %s%s; streams %u, rtt %s, retrans %s%s\n",
 	       o->sender ? "sent" : "received", (unsigned long long)s->bytes, s->seconds, mib, gbit,
-	       o->tcp ? "tcp" : "rdma", s->crc, o->sender ? "verified by receiver" : "verified",
-	       verify, s->streams, rtt, retr, chunks);
+	       o->tcp ? "tcp" : "rdma", o->tls ? " with TLS" : "", s->crc,
+	       o->sender ? "verified by receiver" : "verified", verify, s->streams, rtt, retr,
+	       chunks);
 	fflush(stdout);
 }
 

@@ -140,7 +140,7 @@ static void test_read_sink_access_ends_connection(void **state)
 	uint8_t *sink = calloc(1, 64);
 	struct uiw_mr *smr;
 	assert_int_equal(
-	    uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_LOCAL_WRITE, &smr), 0);
+	    uiw_mr_reg(p.a.pd, sink, 64, (uintptr_t)sink, UIW_ACCESS_REMOTE_READ, &smr), 0);
 	struct uiw_sge sge = {.addr = (uintptr_t)sink, .length = 64, .lkey = smr->stag};
 	struct uiw_send_wr mid = {.wr_id = 2,
 				  .opcode = UIW_WR_RDMA_READ,

@@ -1077,6 +1077,20 @@ def r_peer_terminate_full(sock, c):
     return Expect([], wcs=(r"WC wr_id=100 status=5 ", FLUSHED))
 
 
+def r_peer_terminate_read(sock, c):
+    """The target's two Reads are outstanding; our Terminate says the first
+    one's source is an invalid STag (RDMAP remote protection 0/1/0x00, M, D
+    with its Read Request's DDP header, R with its body): that Read (wr_id
+    200) completes with REM_ACCESS_ERR (status 10), the other one and the
+    receives flush (rdmap/rx.c term_fail_request)."""
+    sink, to, size = c.reads[0]
+    hdr = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0)
+    body = struct.pack(">IQIIQ", sink, to, size, READ_SRC[0][0], READ_SRC[0][1])
+    ctrl = struct.pack(">BBHH", (RDMAP << 4) | RP_PROT, 0x00, 0xE000, len(hdr) + len(body))
+    send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, ctrl + hdr + body))
+    return Expect([], wcs=(r"WC wr_id=200 status=10 ", r"WC wr_id=201 status=5 ", FLUSHED))
+
+
 def r_peer_terminate_short(sock, c):
     """A Terminate whose payload is 2 bytes (shorter than its control word)."""
     send_fpdus(sock, iw.untagged(iw.OP_TERMINATE, iw.QN_TERMINATE, 1, 0, b"\x12\x01"))
@@ -1619,6 +1633,157 @@ def _atomic_beyond_ird():
     return case
 
 
+# --- registered memory the application took away (issue 13): uiw_target
+# "gone" registers 8 pages, then munmaps pages 1-5 and makes page 6
+# read-only. An access of the peer's that reaches them must be answered
+# with a Terminate, not a crash: the remote protection error the STag
+# checks give for bytes the STag does not reach / may not write (a Write:
+# DDP 1/1/0x01 or RDMAP 0/1/0x02; a Read or an Atomic: RDMAP 0/1/0x01 or
+# 0/1/0x02). A buffer of the target's own (a receive, a Read's sink): DDP
+# local catastrophic 1/0/0x00 (as siw), that WR completes with LOC_PROT_ERR
+# (status 4). What is still mapped keeps working.
+
+GONE_PAGE = 4096
+
+
+def gone_pat(off, n, flip=0xFF):
+    """Bytes for gone-region offset off on: the pattern flipped."""
+    return bytes(MR_PATTERN(off + i) ^ flip for i in range(n))
+
+
+def _gone(e, p0=0, p6=0, p7=0, span0=None):
+    e.gone = {"p0": p0, "p6": p6, "p7": p7}
+    e.gone_span0 = span0  # page-0 offsets [lo, hi) changes must stay in
+    return e
+
+
+def r_gone_write(sock, c):
+    """A 100-byte RDMA Write into page 1 (unmapped after registration):
+    DDP tagged base or bounds 1/1/0x01; nothing else changes."""
+    stag, iova = c.gone
+    u = iw.tagged(iw.OP_WRITE, stag, iova + GONE_PAGE + 64, gone_pat(GONE_PAGE + 64, 100))
+    send_fpdus(sock, u)
+    return _gone(err([(DDP, DDP_T, 0x01)], u))
+
+
+def r_gone_write_span(sock, c):
+    """A 200-byte RDMA Write from 100 bytes before the end of page 0 into
+    page 1: 1/1/0x01; page 0 changes only in its last 100 bytes."""
+    stag, iova = c.gone
+    off = GONE_PAGE - 100
+    u = iw.tagged(iw.OP_WRITE, stag, iova + off, gone_pat(off, 200))
+    send_fpdus(sock, u)
+    e = err([(DDP, DDP_T, 0x01)], u)
+    return _gone(e, p0=None, span0=(off, GONE_PAGE))
+
+
+def _gone_write_big(split):
+    def run(sock, c):
+        stag, iova = c.gone
+        off = GONE_PAGE - 4 if split else GONE_PAGE
+        u = iw.tagged(iw.OP_WRITE, stag, iova + off, gone_pat(off, 18 * 1024))
+        f = iw.fpdu(u)
+        if split:
+            # the length, the DDP header and 4 payload bytes alone (the
+            # target reads 18 header bytes whatever the kind), then the
+            # rest: the 4 bytes go from the ring into page 0, and the ring
+            # is empty when the rest comes, so the target asks the kernel
+            # to put it straight into page 1 (unmapped): recvmsg's EFAULT
+            sock.sendall(f[:2 + 18])
+            time.sleep(0.3)
+            sock.sendall(f[2 + 18:])
+            return _gone(err([(DDP, DDP_T, 0x01)], u), p0=None, span0=(off, GONE_PAGE))
+        sock.sendall(f)
+        return _gone(err([(DDP, DDP_T, 0x01)], u))
+    run.__doc__ = ("An RDMA Write of 18 KiB in one FPDU (above MPA_RX_SMALL_MAX: placed as "
+                   "it arrives)%s: 1/1/0x01" %
+                   (" from 4 bytes before the end of page 0 on, its first 20 bytes sent "
+                    "0.3 s before the rest (recvmsg straight into the unmapped page 1: "
+                    "EFAULT); page 0 changes only in its last 4 bytes" if split else
+                    " into pages 1-5 (unmapped; copied from the ring)"))
+    return run
+
+
+def r_gone_write_ro(sock, c):
+    """A 100-byte RDMA Write into page 6 (read-only after registration):
+    RDMAP remote protection, access rights 0/1/0x02; page 6 unchanged."""
+    stag, iova = c.gone
+    off = 6 * GONE_PAGE + 8
+    u = iw.tagged(iw.OP_WRITE, stag, iova + off, gone_pat(off, 100))
+    send_fpdus(sock, u)
+    return _gone(err([(RDMAP, RP_PROT, 0x02)], u))
+
+
+def r_gone_write_ok(sock, c):
+    """RDMA Writes of 100 bytes into page 0 and page 7, which are still
+    mapped: placed, no Terminate (the STag still works where the memory
+    is)."""
+    stag, iova = c.gone
+    send_fpdus(sock, iw.tagged(iw.OP_WRITE, stag, iova + 8, gone_pat(8, 100)),
+               iw.tagged(iw.OP_WRITE, stag, iova + 7 * GONE_PAGE, gone_pat(7 * GONE_PAGE, 100)))
+    return _gone(Expect(None), p0=100, p7=100)
+
+
+def _gone_read(page, size, terms):
+    def run(sock, c):
+        stag, iova = c.gone
+        src = iova + page * GONE_PAGE + (0 if size > GONE_PAGE else 32)
+        body = struct.pack(">IQIIQ", 0xC0FFEE, 0x100, size, stag, src)
+        u = iw.untagged(iw.OP_READ_REQ, iw.QN_READ_REQ, 1, 0, body)
+        send_fpdus(sock, u)
+        if terms is None:
+            off = src - iova
+            return _gone(Expect(None, read_resp=(0xC0FFEE, 0x100, gone_pat(off, size, 0))))
+        e = _gone(err(terms, u, rhdr=body))
+        e.no_read_resp = size <= GONE_PAGE
+        return e
+    run.__doc__ = ("An RDMA Read Request of %d bytes from page %d%s" %
+                   (size, page, {1: " (unmapped): RDMAP 0/1/0x01, the Read Request echoed, "
+                                    "no byte of a Read Response",
+                                 0: " on into page 1 (unmapped): RDMAP 0/1/0x01, the Read "
+                                    "Request echoed",
+                                 6: " (read-only): answered"}[page]))
+    return run
+
+
+def _gone_atomic(page, code):
+    def run(sock, c):
+        stag, iova = c.gone
+        u = iw.untagged(OP_ATOMIC_REQ, iw.QN_ATOMIC_REQ, 1, 0,
+                        atomic_req(stag, iova + page * GONE_PAGE + 64))
+        send_fpdus(sock, u)
+        return _gone(err([(RDMAP, RP_PROT, code)], u))
+    run.__doc__ = ("A FetchAdd on page %d (%s): RDMAP 0/1/0x%02x, nothing changes" %
+                   (page, "unmapped" if page != 6 else "read-only", code))
+    return run
+
+
+def r_gone_recv(sock, c):
+    """A 100-byte Send while the receive buffers' page is unmapped: DDP
+    local catastrophic 1/0/0x00; the receive it took completes with
+    LOC_PROT_ERR (status 4), the rest flush."""
+    u = iw.untagged(iw.OP_SEND, iw.QN_SEND, 1, 0, b"\x5a" * 100)
+    send_fpdus(sock, u)
+    return _gone(err([(DDP, 0, 0x00)], u, wcs=(r"WC wr_id=100 status=4 ", FLUSHED)))
+
+
+def r_gone_read_sink(sock, c):
+    """The target's RDMA Read (wr_id 210) into page 2 (unmapped): we answer
+    it with a valid 64-byte Read Response: DDP local catastrophic 1/0/0x00
+    (the target's own buffer is gone), the Read completes with LOC_PROT_ERR
+    (status 4)."""
+    deadline = time.monotonic() + IO_TIMEOUT
+    f = iw.read_fpdu(sock, deadline)
+    d = iw.Ddp(f.ulpdu)
+    expect(d.opcode == iw.OP_READ_REQ, "the target's Read Request arrived")
+    sink_stag, sink_to, size, _, _ = struct.unpack(">IQIIQ", d.payload)
+    expect(size == 64 and sink_to == c.gone[1] + 2 * GONE_PAGE,
+           "it names its sink in page 2 of the gone region")
+    u = iw.tagged(iw.OP_READ_RESP, sink_stag, sink_to, b"\x33" * size)
+    send_fpdus(sock, u)
+    return _gone(err([(DDP, 0, 0x00)], u, wcs=(r"WC wr_id=210 status=4 ", FLUSHED)))
+
+
 # name: (function, target options, MPA Request arguments)
 RULE_CASES = {
     "interleave_send_write": (r_interleave_send_write, "", {}),
@@ -1674,6 +1839,7 @@ RULE_CASES = {
     "atomic_req_msn_shared": (r_atomic_req_msn_shared, "", {"rfc7306": True}),
     "peer_terminate_full": (r_peer_terminate_full, "", {}),
     "peer_terminate_short": (r_peer_terminate_short, "", {}),
+    "peer_terminate_read": (r_peer_terminate_read, "reads", {}),
     "peer_rst_mid_message": (r_peer_rst_mid_message, "", {}),
     "peer_fin_mid_fpdu": (r_peer_fin_mid_fpdu, "", {}),
     "local_abort": (r_local_abort, "reads,abort", {}),
@@ -1703,6 +1869,19 @@ RULE_CASES = {
     "markers_default": (r_markers_default, "", {"markers": "peer"}),
     "markers_bad_ptr": (_markers_bad("payload"), "", {"markers": True}),
     "markers_bad_lead": (_markers_bad("lead"), "", {"markers": True}),
+    "gone_write": (r_gone_write, "gone", {}),
+    "gone_write_span": (r_gone_write_span, "gone", {}),
+    "gone_write_big": (_gone_write_big(False), "gone", {}),
+    "gone_write_big_split": (_gone_write_big(True), "gone", {}),
+    "gone_write_ro": (r_gone_write_ro, "gone", {}),
+    "gone_write_ok": (r_gone_write_ok, "gone", {}),
+    "gone_read": (_gone_read(1, 100, [(RDMAP, RP_PROT, 0x01)]), "gone", {}),
+    "gone_read_span": (_gone_read(0, 2 * GONE_PAGE, [(RDMAP, RP_PROT, 0x01)]), "gone", {}),
+    "gone_read_ro": (_gone_read(6, 64, None), "gone", {}),
+    "gone_atomic": (_gone_atomic(1, 0x01), "gone", {"rfc7306": True}),
+    "gone_atomic_ro": (_gone_atomic(6, 0x02), "gone", {"rfc7306": True}),
+    "gone_recv": (r_gone_recv, "gonerecv", {}),
+    "gone_read_sink": (r_gone_read_sink, "goneread", {}),
 }
 # Cases where uiwarp's answer differs from the RFC's today (see the report in
 # docs/conformance.md, "Known-bad hostile cases"). ctest: WILL_FAIL, label
@@ -1811,6 +1990,9 @@ def rule_case(case, sock, c):
             n += 28  # a Read Request body echoed for a non-RDMAP error: fine
         expect(len(t.rest) == n, "nothing after the echoed headers (%d extra bytes)" %
                (len(t.rest) - n))
+    if getattr(e, "no_read_resp", False):
+        expect(not any(d.opcode == iw.OP_READ_RESP for d in ddps),
+               "no byte of a Read Response before the Terminate")
     expect(ddps[-1].opcode == iw.OP_TERMINATE, "nothing after the Terminate")
     expect(closed, "the stream closed after the Terminate")
     expect(not rest, "no partial FPDU before the close")
@@ -1841,6 +2023,20 @@ def rule_checks(case, e, tgt, rc):
         for k, v in got.items():
             want = e.x.get(k, 0)
             expect(v == want, "extra region %s bytes changed: %d (want %d)" % (k, v, want))
+    gone = getattr(e, "gone", None)
+    if gone is not None:
+        mg = tgt.find(r"GONECHANGED p0=(\d+) p6=(\d+) p7=(\d+) first0=(-?\d+) last0=(-?\d+)")
+        expect(mg is not None, "target printed GONECHANGED")
+        got = dict(zip(("p0", "p6", "p7", "first0", "last0"), (int(v) for v in mg.groups())))
+        for k in ("p0", "p6", "p7"):
+            if gone[k] is not None:
+                expect(got[k] == gone[k], "gone region page %s bytes changed: %d (want %d)" %
+                       (k[1:], got[k], gone[k]))
+        if e.gone_span0 is not None:
+            lo, hi = e.gone_span0
+            expect(got["p0"] == 0 or (got["first0"] >= lo and got["last0"] < hi),
+                   "page 0 changes only inside [%d, %d) (%d bytes, %d..%d)" %
+                   (lo, hi, got["p0"], got["first0"], got["last0"]))
     for w in e.wcs:
         expect(tgt.find(w) is not None, "target printed a completion matching %r" % w)
     for w in e.no_wcs:
@@ -1956,6 +2152,10 @@ def run(case, target_path):
             expect(mb is not None and int(mb.group(3)) == BIG_LEN,
                    "target registered the big region (BIG)")
             c.big = (int(mb.group(1), 16), int(mb.group(2), 16))
+        if "gone" in opts:
+            mg = tgt.find(r"GONE stag=0x([0-9a-f]+) iova=0x([0-9a-f]+)")
+            expect(mg is not None, "target registered the gone region (GONE)")
+            c.gone = (int(mg.group(1), 16), int(mg.group(2), 16))
         if "mw" in opts:
             mw = tgt.find(r"MW rw=0x([0-9a-f]+) ro=0x([0-9a-f]+)")
             expect(mw is not None, "target bound its memory windows (MW)")

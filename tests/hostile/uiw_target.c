@@ -67,6 +67,23 @@
  *
  *   atomic the MR also has REMOTE_ATOMIC access (RFC 7306 Atomic Requests
  *          that pass the access check: alignment and bounds cases)
+ *   gone   one more region of GONE_LEN (32 KiB, 8 pages, its own mmap),
+ *          registered with every remote access (REMOTE_WRITE | REMOTE_READ
+ *          | REMOTE_ATOMIC | LOCAL_WRITE) at IOVA GONE_IOVA, byte i =
+ *          pattern(i); then, before READY, the application takes part of
+ *          it away as a program that frees registered memory would: pages
+ *          1-5 are munmapped, page 6 is mprotected read-only, pages 0 and 7
+ *          stay. Printed before READY as
+ *            GONE stag=0x.. iova=0x.. len=32768 page=4096
+ *          and at the end
+ *            GONECHANGED p0=N p6=N p7=N first0=F last0=L
+ *          (bytes of pages 0, 6, 7 that differ from the pattern; F/L: the
+ *          page-0 offsets of the first and last, -1 if none)
+ *   gonerecv the four receive buffers are one mmapped page, unmapped
+ *          right after the receives are posted (rchanged is then 0)
+ *   goneread (with gone) after READY, post one signaled RDMA Read of 64
+ *          bytes, wr_id 210, into the gone region's page 2 (unmapped) from
+ *          (STag 0x5eed01, TO 0x1000)
  *
  * After the connection ended it also prints CLOSE reason=N
  * (uiw_qp_close_reason: 1 graceful, 2 Terminate, 3 peer reset, 4 the peer's
@@ -86,6 +103,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,6 +121,9 @@
 #define BIG_LEN (8u << 20)
 #define BIG_IOVA 0x40000000ull
 #define ORDTEST_N 5
+#define GONE_PAGE 4096u
+#define GONE_LEN (8u * GONE_PAGE)
+#define GONE_IOVA 0x50000000ull
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -297,6 +318,24 @@ static void post_reads(struct uiw_qp *qp, struct uiw_mr *mr, size_t n, uint64_t 
 		say("POST_SEND_FAILED %d bad=%d", ret, bad);
 }
 
+/* An anonymous mapping of len bytes far below where the kernel puts
+ * mappings (it hands out the highest free range first): once part of it is
+ * unmapped, nothing else lands in the hole (the sanitizer runtime maps
+ * memory of its own while the test runs), so an access to it stays a
+ * fault. An address that is gone and then mapped again by someone else is
+ * a use after free uiwarp cannot see (docs/design.md). MAP_FAILED on
+ * failure. */
+static void *map_far(size_t len, uintptr_t slot)
+{
+	void *want = (void *)(0x300000000000ull + slot * 0x100000000ull);
+	void *p = mmap(want, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED)
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned port = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 0;
@@ -311,6 +350,10 @@ int main(int argc, char **argv)
 	bool use_big = strstr(opts, "big") != NULL, ordtest = strstr(opts, "ordtest") != NULL;
 	bool badinv = strstr(opts, "badinv") != NULL;
 	bool atomic_acc = strstr(opts, "atomic") != NULL;
+	bool use_gone = strstr(opts, "gone") != NULL, gonerecv = strstr(opts, "gonerecv") != NULL;
+	bool goneread = strstr(opts, "goneread") != NULL;
+	uint8_t *gone = NULL;
+	struct uiw_mr *gonemr = NULL;
 	uint8_t *big = NULL;
 	struct uiw_mr *bigmr = NULL;
 	struct uiw_srq *srq = NULL;
@@ -342,7 +385,13 @@ int main(int argc, char **argv)
 	alarm((unsigned)wait_s + (unsigned)req_ms / 1000 + 40);
 
 	area = aligned_alloc(4096, GUARD + MR_LEN + GUARD);
-	rbuf = aligned_alloc(4096, NRECV * RECV_LEN);
+	if (gonerecv) {
+		rbuf = map_far(NRECV * RECV_LEN, 1);
+		if (rbuf == MAP_FAILED)
+			rbuf = NULL;
+	} else {
+		rbuf = aligned_alloc(4096, NRECV * RECV_LEN);
+	}
 	if (!area || !rbuf) {
 		say("ERROR out of memory");
 		return 2;
@@ -426,6 +475,29 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (use_gone) {
+		gone = map_far(GONE_LEN, 0);
+		if (gone == MAP_FAILED) {
+			say("ERROR mmap: %s", strerror(errno));
+			return 2;
+		}
+		for (i = 0; i < GONE_LEN; i++)
+			gone[i] = pattern(i);
+		ret = uiw_mr_reg(pd, gone, GONE_LEN, GONE_IOVA,
+				 UIW_ACCESS_REMOTE_WRITE | UIW_ACCESS_REMOTE_READ |
+				     UIW_ACCESS_REMOTE_ATOMIC | UIW_ACCESS_LOCAL_WRITE,
+				 &gonemr);
+		if (ret) {
+			say("ERROR uiw_mr_reg (gone): %d", ret);
+			return 2;
+		}
+		/* the application lets go of registered memory */
+		if (munmap(gone + GONE_PAGE, 5 * GONE_PAGE) ||
+		    mprotect(gone + 6 * GONE_PAGE, GONE_PAGE, PROT_READ)) {
+			say("ERROR munmap/mprotect: %s", strerror(errno));
+			return 2;
+		}
+	}
 	ret = uiw_cq_create(64, NULL, NULL, &cq);
 	if (ret) {
 		say("ERROR uiw_cq_create: %d", ret);
@@ -479,7 +551,10 @@ int main(int argc, char **argv)
 		uiw_cq_destroy(cq);
 		uiw_pd_free(pd);
 		free(area);
-		free(rbuf);
+		if (gonerecv)
+			munmap(rbuf, NRECV * RECV_LEN);
+		else
+			free(rbuf);
 		say("SURVIVED placed_outside=0 changed=0 first=-1 last=-1 rchanged=0 "
 		    "terminate_events=0");
 		return 0;
@@ -514,6 +589,11 @@ int main(int argc, char **argv)
 		}
 		if (ret)
 			say("POST_RECV_FAILED %d bad=%d", ret, bad);
+		if (gonerecv && munmap(rbuf, NRECV * RECV_LEN))
+			say("ERROR munmap (recv): %s", strerror(errno));
+		if (gonemr)
+			say("GONE stag=0x%x iova=0x%llx len=%u page=%u", gonemr->stag, GONE_IOVA,
+			    GONE_LEN, GONE_PAGE);
 		if (use_mw && bind_windows(pd, qp, cq, mr, mws, mw_stag) == 0)
 			say("MW rw=0x%x ro=0x%x rwiova=0x%llx roiova=0x%llx wlen=%u", mw_stag[0],
 			    mw_stag[1], MR_IOVA + 8192, MR_IOVA + 12288, MW_LEN);
@@ -558,6 +638,24 @@ int main(int argc, char **argv)
 			}
 			bw[1].invalidate_rkey = 0x7fff0042;
 			ret = uiw_qp_post_send(qp, bw, 3, &bad);
+			if (ret)
+				say("POST_SEND_FAILED %d bad=%d", ret, bad);
+			ret = 0;
+		}
+		if (goneread && gonemr) {
+			struct uiw_sge gs = {
+			    .addr = GONE_IOVA + 2 * GONE_PAGE, .length = 64, .lkey = gonemr->stag};
+			struct uiw_send_wr gw;
+
+			memset(&gw, 0, sizeof(gw));
+			gw.wr_id = 210;
+			gw.opcode = UIW_WR_RDMA_READ;
+			gw.flags = UIW_SEND_SIGNALED;
+			gw.sg_list = &gs;
+			gw.num_sge = 1;
+			gw.remote_addr = 0x1000;
+			gw.rkey = 0x5eed01;
+			ret = uiw_qp_post_send(qp, &gw, 1, &bad);
 			if (ret)
 				say("POST_SEND_FAILED %d bad=%d", ret, bad);
 			ret = 0;
@@ -608,7 +706,7 @@ int main(int argc, char **argv)
 			last = (long)i;
 		}
 	}
-	for (i = 0; i < NRECV * RECV_LEN; i++)
+	for (i = 0; i < NRECV * RECV_LEN && !gonerecv; i++)
 		rchanged += rbuf[i] != 0;
 	for (i = 0; i < GUARD; i++) {
 		outside += area[i] != guard_pattern(i);
@@ -634,6 +732,25 @@ int main(int argc, char **argv)
 		uiw_mr_dereg(bigmr);
 	}
 	free(big);
+	if (gonemr) {
+		size_t p0 = 0, p6 = 0, p7 = 0;
+		long f0 = -1, l0 = -1;
+
+		for (i = 0; i < GONE_PAGE; i++) {
+			if (gone[i] != pattern(i)) {
+				p0++;
+				if (f0 < 0)
+					f0 = (long)i;
+				l0 = (long)i;
+			}
+			p6 += gone[6 * GONE_PAGE + i] != pattern(6 * GONE_PAGE + i);
+			p7 += gone[7 * GONE_PAGE + i] != pattern(7 * GONE_PAGE + i);
+		}
+		say("GONECHANGED p0=%zu p6=%zu p7=%zu first0=%ld last0=%ld", p0, p6, p7, f0, l0);
+		uiw_mr_dereg(gonemr);
+		munmap(gone, GONE_PAGE);
+		munmap(gone + 6 * GONE_PAGE, 2 * GONE_PAGE);
+	}
 	uiw_mr_dereg(mr);
 	uiw_mr_dereg(rmr);
 	uiw_cq_destroy(cq);
@@ -644,6 +761,7 @@ int main(int argc, char **argv)
 	    xchanged[2], xchanged[3], xguard);
 	free(xarea);
 	free(area);
-	free(rbuf);
+	if (!gonerecv)
+		free(rbuf);
 	return ok ? 0 : 4;
 }

@@ -1,6 +1,7 @@
 /* iwpm client and responder on loopback, on kernel-chosen UDP ports (never
- * 3935, so test runs can go in parallel): ACCEPT / ACK, REJECT, duplicate
- * REQUESTs, retransmission, the timeout bound, ICMP unreachable, fork. */
+ * 3935, so test runs can go in parallel): ACCEPT / ACK, REJECT, mapped
+ * listeners, duplicate REQUESTs, retransmission, the timeout bound, ICMP
+ * unreachable, fork. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -208,6 +209,49 @@ static void test_specific_ip(void **state)
 	assert_int_equal(o, IWPM_ACCEPTED);
 	assert_int_equal(iwpm_responder_remove_listener(SA(l)), 0);
 	assert_int_equal(iwpm_query_ex(NULL, SA(r1), 1000, resp_port, &out, &o), 6100);
+	assert_int_equal(o, IWPM_REJECTED);
+}
+
+/* Mapped listeners (tgtd: 0.0.0.0:P and an AFONLY [::]:P, both held by its
+ * iSCSI/TCP portal, listen on ports of their own): a query for P gets the
+ * mapped port of the listener of its IP version; the v6only one answers no
+ * IPv4 query; iwpm_responder_holds follows TCP's bind clashes. */
+static void test_mapping(void **state)
+{
+	struct sockaddr_storage any4 = sa("0.0.0.0", 6200), any6 = sa("::", 6200),
+				r4 = sa("127.0.0.1", 6200), r6 = sa("::1", 6200),
+				lo4 = sa("127.0.0.1", 6200), one6 = sa("::1", 6200), out;
+	enum iwpm_outcome o;
+
+	(void)state;
+	assert_false(iwpm_responder_holds(SA(lo4), false));
+	assert_int_equal(iwpm_responder_add_mapping(SA(any6), 6202, true), 0);
+	/* v6only: IPv4 queries are not its */
+	assert_int_equal(iwpm_query_ex(NULL, SA(r4), 1000, resp_port, &out, &o), 6200);
+	assert_int_equal(o, IWPM_REJECTED);
+	assert_false(iwpm_responder_holds(SA(lo4), false));
+	assert_int_equal(iwpm_responder_add_mapping(SA(any4), 6201, false), 0);
+	assert_int_equal(iwpm_query_ex(NULL, SA(r4), 1000, resp_port, &out, &o), 6201);
+	assert_int_equal(o, IWPM_ACCEPTED);
+	assert_int_equal(port_of(&out), 6201);
+	assert_int_equal(iwpm_query_ex(NULL, SA(r6), 1000, resp_port, &out, &o), 6202);
+	assert_int_equal(o, IWPM_ACCEPTED);
+	/* the clashes of TCP binds */
+	assert_true(iwpm_responder_holds(SA(lo4), false));
+	assert_true(iwpm_responder_holds(SA(one6), true));
+	assert_true(iwpm_responder_holds(SA(any6), false));
+	assert_int_equal(iwpm_responder_add_mapping(SA(any4), 0, false), -EINVAL);
+	assert_int_equal(iwpm_responder_remove_listener(SA(any4)), 0);
+	assert_false(iwpm_responder_holds(SA(lo4), false));
+	/* a dual-stack [::] takes IPv4 and clashes with it */
+	assert_int_equal(iwpm_responder_remove_listener(SA(any6)), 0);
+	assert_int_equal(iwpm_responder_add_mapping(SA(any6), 6203, false), 0);
+	assert_true(iwpm_responder_holds(SA(lo4), false));
+	assert_int_equal(iwpm_query_ex(NULL, SA(r4), 1000, resp_port, &out, &o), 6203);
+	assert_int_equal(o, IWPM_ACCEPTED);
+	assert_int_equal(iwpm_responder_remove_listener(SA(any6)), 0);
+	assert_false(iwpm_responder_holds(SA(one6), true));
+	assert_int_equal(iwpm_query_ex(NULL, SA(r6), 1000, resp_port, &out, &o), 6200);
 	assert_int_equal(o, IWPM_REJECTED);
 }
 
@@ -589,19 +633,13 @@ static void test_fork(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_accept_v4),
-	    cmocka_unit_test(test_reject),
-	    cmocka_unit_test(test_wildcards_and_v6),
-	    cmocka_unit_test(test_specific_ip),
-	    cmocka_unit_test(test_duplicate_request),
-	    cmocka_unit_test(test_retransmission),
-	    cmocka_unit_test(test_ignores_foreign_answers),
-	    cmocka_unit_test(test_fake_reject),
-	    cmocka_unit_test(test_timeout_bound),
-	    cmocka_unit_test(test_no_mapper),
-	    cmocka_unit_test(test_disabled_and_errors),
-	    cmocka_unit_test(test_busy_and_restart),
-	    cmocka_unit_test(test_fork),
+	    cmocka_unit_test(test_accept_v4),	     cmocka_unit_test(test_reject),
+	    cmocka_unit_test(test_wildcards_and_v6), cmocka_unit_test(test_specific_ip),
+	    cmocka_unit_test(test_mapping),	     cmocka_unit_test(test_duplicate_request),
+	    cmocka_unit_test(test_retransmission),   cmocka_unit_test(test_ignores_foreign_answers),
+	    cmocka_unit_test(test_fake_reject),	     cmocka_unit_test(test_timeout_bound),
+	    cmocka_unit_test(test_no_mapper),	     cmocka_unit_test(test_disabled_and_errors),
+	    cmocka_unit_test(test_busy_and_restart), cmocka_unit_test(test_fork),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -20,6 +20,12 @@
 #             `subflow` endpoint to the server's listening port: rping -V
 #             (which keeps listening) ping-pongs 200 × 60000 bytes,
 #             verified, over 2 subflows
+#   dead      UIWARP_DEAD_PEER_MS=3000, an MPTCP copy, both paths cut: the
+#             sender (uiwarp's watchdog on MPTCP_INFO's acknowledged bytes:
+#             the kernel keeps no TCP_USER_TIMEOUT under MPTCP) and the
+#             receiver (keepalive) each log "peer timeout" within 4 s of
+#             the cut (bound + 10 % + slack), both fail, no file appears,
+#             the sender gets a fatal QP event
 #   fallback  an MPTCP client and a plain server, then a plain client and
 #             an MPTCP server: both copies verify over plain TCP and the
 #             MPTCP side says so (UIWARP_LOG=info); then with
@@ -214,6 +220,36 @@ fallback)
 			fail "$f: not reported as plain TCP"
 	done
 	log "net.mptcp.enabled=0: plain TCP sockets (warned), copy verified"
+	;;
+dead)
+	# both paths die mid-copy: MPTCP keeps no TCP_USER_TIMEOUT, so the
+	# sender's bound is uiwarp's watchdog (acknowledged bytes, MPTCP_INFO)
+	# and the receiver's is keepalive; both within the bound + 10 %
+	# (3300 ms) + 700 ms of slack for a loaded machine and the 50 ms poll
+	export UIWARP_DEAD_PEER_MS=3000
+	up_signal
+	start_copy 1 1 192 24141
+	subflows_seen || fail "no second subflow"
+	sleep 1
+	kill -0 "$SEND_PID" 2>/dev/null || fail "the copy ended before the cut"
+	bash "${PATHS[@]}" cut --name "$NAME" --path 1 || fail "cut 1"
+	bash "${PATHS[@]}" cut --name "$NAME" --path 2 || fail "cut 2"
+	t0=$(date +%s%3N)
+	ts="" tr=""
+	for ((i = 0; i < 300; i++)); do
+		now=$(date +%s%3N)
+		[ -z "$ts" ] && grep -q "peer timeout" "$TMP/send24141.out" && ts=$((now - t0))
+		[ -z "$tr" ] && grep -q "peer timeout" "$TMP/recv24141.out" && tr=$((now - t0))
+		[ -n "$ts" ] && [ -n "$tr" ] && break
+		sleep 0.05
+	done
+	wait "$SEND_PID" && fail "the sender succeeded across a partition"
+	wait "$RECV_PID" && fail "the receiver succeeded across a partition"
+	log "both paths cut: 'peer timeout' after ${ts:-never} ms (sender), ${tr:-never} ms (receiver)"
+	[ -n "$ts" ] && [ "$ts" -le 4000 ] || fail "the sender's watchdog: ${ts:-never} ms"
+	[ -n "$tr" ] && [ "$tr" -le 4000 ] || fail "the receiver: ${tr:-never} ms"
+	[ -e "$TMP/dst24141.bin" ] && fail "a file appeared under the final name"
+	grep -q "QP_FATAL\|catastrophic" "$TMP/send24141.out" || fail "the sender saw no fatal QP event"
 	;;
 endpoint)
 	# the client's subflow endpoint (mp_paths.sh's default) joins the

@@ -124,6 +124,76 @@ static void test_pd_not_live(void **state)
 	assert_int_equal(ibv_destroy_cq(cq), 0);
 }
 
+/* A NULL context, CQ, QP, MR or channel passed to a verbs call that has an
+ * error return gets that error, never a crash (rdma-core's libibverbs
+ * dereferences them). The static inline calls of <infiniband/verbs.h>
+ * (ibv_query_port, ibv_create_cq_ex, ibv_create_qp_ex, ibv_query_device_ex,
+ * ibv_alloc_mw, ibv_dealloc_mw, ibv_post_*, ibv_poll_cq, ibv_req_notify_cq)
+ * read the object in the application's own code before any library call,
+ * so no library can answer those: not tested. A destroyed QP is looked up
+ * among the live ones: a second ibv_destroy_qp, and ibv_modify_qp /
+ * ibv_query_qp on a destroyed QP, are EINVAL (docs/verbs.md). */
+static void test_null_objects(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
+	struct ibv_qp_init_attr qia;
+	struct ibv_async_event ae;
+	struct ibv_cq *ocq = NULL;
+	void *octx = NULL;
+	union ibv_gid gid;
+	__be16 pkey;
+
+	assert_int_equal(ibv_close_device(NULL), EINVAL);
+	errno = 0;
+	assert_null(ibv_alloc_pd(NULL));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(ibv_create_cq(NULL, 4, NULL, NULL, 0));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(ibv_create_comp_channel(NULL));
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(ibv_query_gid(NULL, 1, 0, &gid), -1);
+	assert_int_equal(ibv_query_pkey(NULL, 1, 0, &pkey), -1);
+	assert_int_equal(ibv_destroy_cq(NULL), EINVAL);
+	assert_int_equal(ibv_resize_cq(NULL, 8), EINVAL);
+	assert_int_equal(ibv_destroy_qp(NULL), EINVAL);
+	assert_int_equal(ibv_modify_qp(NULL, &qa, IBV_QP_STATE), EINVAL);
+	assert_int_equal(ibv_query_qp(NULL, &qa, IBV_QP_STATE, &qia), EINVAL);
+	assert_int_equal(ibv_dereg_mr(NULL), EINVAL);
+	assert_int_equal(ibv_destroy_comp_channel(NULL), EINVAL);
+	assert_int_equal(ibv_destroy_srq(NULL), EINVAL);
+	errno = 0;
+	assert_int_equal(ibv_get_cq_event(NULL, &ocq, &octx), -1);
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_int_equal(ibv_get_async_event(NULL, &ae), -1);
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_int_equal(ibv_get_async_event(f->ctx, NULL), -1);
+	assert_int_equal(errno, EINVAL);
+	ibv_ack_async_event(NULL); /* void: nothing to ack, no crash */
+	ibv_ack_cq_events(NULL, 1);
+
+	/* a destroyed QP: its second destroy is an error, not a double free */
+	struct ibv_cq *cq = ibv_create_cq(f->ctx, 4, NULL, NULL, 0);
+	assert_non_null(cq);
+	struct ibv_qp_init_attr ia = {.send_cq = cq,
+				      .recv_cq = cq,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1},
+				      .qp_type = IBV_QPT_RC};
+	struct ibv_qp *qp = ibv_create_qp(f->pd, &ia);
+	assert_non_null(qp);
+	assert_int_equal(ibv_destroy_cq(cq), EBUSY); /* still attached to the QP */
+	assert_int_equal(ibv_dealloc_pd(f->pd), EBUSY);
+	assert_int_equal(ibv_destroy_qp(qp), 0);
+	assert_int_equal(ibv_destroy_qp(qp), EINVAL);
+	assert_int_equal(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL);
+	assert_int_equal(ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia), EINVAL);
+	assert_int_equal(ibv_destroy_cq(cq), 0);
+}
+
 static void test_mr(void **state)
 {
 	struct fix *f = *state;
@@ -576,6 +646,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_pd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pd_not_live, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_null_objects, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr_range, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cq, setup, teardown),

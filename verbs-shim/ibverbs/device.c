@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -293,9 +294,12 @@ struct shim_async_ev {
  * objects first (verbs rule). Returns 0. */
 int ibv_close_device(struct ibv_context *context)
 {
-	struct shim_context *c = shim_ctx(context);
+	struct shim_context *c;
 	struct shim_async_ev *e;
 
+	if (!context)
+		return EINVAL;
+	c = shim_ctx(context);
 	while ((e = c->ev_head)) {
 		c->ev_head = e->next;
 		free(e);
@@ -311,6 +315,47 @@ int ibv_close_device(struct ibv_context *context)
 }
 
 /* ------------------------------------------------------------- queries */
+
+static uint32_t shim_env_u32(const char *name, uint32_t def);
+
+static _Atomic uint32_t shim_kind_n[SHIM_KIND_N];
+
+/* See internal.h. */
+uint32_t shim_kind_max(enum shim_kind k)
+{
+	static const uint32_t max[SHIM_KIND_N] = {
+	    [SHIM_KIND_QP] = SHIM_MAX_QP, [SHIM_KIND_CQ] = SHIM_MAX_CQ,
+	    [SHIM_KIND_PD] = SHIM_MAX_PD, [SHIM_KIND_MR] = SHIM_MAX_MR,
+	    [SHIM_KIND_MW] = SHIM_MAX_MW, [SHIM_KIND_SRQ] = SHIM_MAX_SRQ,
+	};
+	if (k == SHIM_KIND_QP) {
+		uint32_t n = shim_env_u32("UIWARP_MAX_QP", SHIM_MAX_QP);
+
+		return n >= 1 && n <= SHIM_MAX_QP ? n : SHIM_MAX_QP;
+	}
+	return max[k];
+}
+
+/* See internal.h. */
+bool shim_kind_get(enum shim_kind k)
+{
+	uint32_t max = shim_kind_max(k);
+	uint32_t n = atomic_load(&shim_kind_n[k]);
+
+	do {
+		if (n >= max) {
+			errno = ENOMEM;
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak(&shim_kind_n[k], &n, n + 1));
+	return true;
+}
+
+/* See internal.h. */
+void shim_kind_put(enum shim_kind k)
+{
+	atomic_fetch_sub(&shim_kind_n[k], 1);
+}
 
 /* $name as an unsigned number (0x.. allowed), or def if unset/invalid. */
 static uint32_t shim_env_u32(const char *name, uint32_t def)
@@ -339,7 +384,7 @@ static void shim_fill_device_attr(struct ibv_device_attr *a)
 	a->vendor_id = shim_env_u32("UIWARP_VENDOR_ID", SHIM_VENDOR_ID);
 	a->vendor_part_id = shim_env_u32("UIWARP_VENDOR_PART_ID", SHIM_VENDOR_PART_ID);
 	a->hw_ver = SHIM_HW_VER;
-	a->max_qp = SHIM_MAX_QP;
+	a->max_qp = (int)shim_kind_max(SHIM_KIND_QP);
 	a->max_qp_wr = UIW_MAX_QP_WR;
 	/* Memory windows of type 1 and 2 (pd_mr.c). Not 2A/2B: the engine
 	 * validates a window's PD, not the QP it was bound through. */
@@ -467,8 +512,7 @@ int ibv_query_port(struct ibv_context *context, uint8_t port_num,
  * -1 with errno EINVAL for another port or index. */
 int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
 {
-	(void)context;
-	if (port_num != SHIM_PORT_NUM || index != 0 || !gid) {
+	if (!context || port_num != SHIM_PORT_NUM || index != 0 || !gid) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -532,8 +576,7 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned i
  * iWARP). Returns 0, or -1 with errno EINVAL. */
 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
 {
-	(void)context;
-	if (port_num != SHIM_PORT_NUM || index != 0 || !pkey) {
+	if (!context || port_num != SHIM_PORT_NUM || index != 0 || !pkey) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -662,10 +705,15 @@ static void shim_async_reported(const struct ibv_async_event *ev)
  * ibv_ack_async_event. Returns 0 or -1 (errno from read()). */
 int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
-	struct shim_context *c = shim_ctx(context);
+	struct shim_context *c;
 	struct shim_async_ev *e;
 	char b;
 
+	if (!context || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	c = shim_ctx(context);
 	for (;;) {
 		ssize_t n = read(context->async_fd, &b, 1);
 
@@ -701,6 +749,8 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
  * object it names waits until all its returned events are acked. */
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
+	if (!event)
+		return;
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR: {
 		struct ibv_cq *cq = event->element.cq;

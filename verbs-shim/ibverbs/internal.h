@@ -14,13 +14,14 @@
 #define SHIM_PORT_NUM 1
 #define SHIM_FW_VER "uiwarp 0.1.0"
 /* Engine limits rdmap.h does not state; our own choices, reported as-is. */
-#define SHIM_MAX_QP 16384
+#define SHIM_MAX_QP 16384 /* the default; UIWARP_MAX_QP lowers it */
 #define SHIM_MAX_CQ 16384
-#define SHIM_MAX_MR (1 << 20)
 #define SHIM_MAX_PD 16384
-/* Memory windows share the engine's STag table with MRs; a bound we can
- * always grant. */
+/* Memory windows and MRs share the engine's STag table (2^18 - 1 entries,
+ * rdmap/mem.c): windows get 65536 of them, MRs the rest, so both limits
+ * can be reached whatever the mix. */
 #define SHIM_MAX_MW 65536
+#define SHIM_MAX_MR ((1 << 18) - 1 - SHIM_MAX_MW)
 /* Largest message: 2^31 bytes, the InfiniBand/verbs max_msg_sz convention. */
 #define SHIM_MAX_MSG_SZ 0x80000000u
 
@@ -46,6 +47,29 @@ static inline bool shim_rfc7306_offered(void)
 	return uiw_rfc7306_enabled != NULL && uiw_qp_caps != NULL && uiw_rfc7306_enabled();
 }
 #define SHIM_MAX_SRQ 16384
+
+/* Objects of each kind alive in the process (one device), against the
+ * limits ibv_query_device reports: creating one more past its limit fails
+ * with ENOMEM, as siw's per-device counts do (siw_create_qp, _cq,
+ * _alloc_pd, _reg_user_mr, _create_srq, _alloc_mw: "too many ...",
+ * -ENOMEM). */
+enum shim_kind {
+	SHIM_KIND_QP,
+	SHIM_KIND_CQ,
+	SHIM_KIND_PD,
+	SHIM_KIND_MR,
+	SHIM_KIND_MW,
+	SHIM_KIND_SRQ,
+	SHIM_KIND_N
+};
+/* The limit of kind (max_qp is UIWARP_MAX_QP when set, 1..SHIM_MAX_QP). */
+uint32_t shim_kind_max(enum shim_kind k);
+/* Counts one more object of kind: true, or false with errno ENOMEM when
+ * the limit is reached. */
+bool shim_kind_get(enum shim_kind k);
+/* One object of kind is gone (destroyed, or its creation failed after
+ * shim_kind_get). errno unchanged. */
+void shim_kind_put(enum shim_kind k);
 
 /* Work requests and completions are converted on the stack in chunks of
  * this many. */

@@ -72,7 +72,7 @@ struct shim_pd *shim_pd_acquire(struct ibv_pd *pd)
 }
 
 /* ibv_alloc_pd(3): a protection domain. Returns NULL with errno EINVAL
- * (NULL context) or ENOMEM. */
+ * (NULL context) or ENOMEM (also: max_pd PDs exist). */
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
 	struct shim_pd *p;
@@ -80,12 +80,13 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 
 	if (!context)
 		return shim_fail_null(EINVAL);
+	if (!shim_kind_get(SHIM_KIND_PD))
+		return NULL;
 	p = calloc(1, sizeof(*p));
-	if (!p)
-		return shim_fail_null(ENOMEM);
-	p->pd = uiw_pd_alloc();
-	if (!p->pd) {
+	p->pd = p ? uiw_pd_alloc() : NULL;
+	if (!p || !p->pd) {
 		free(p);
+		shim_kind_put(SHIM_KIND_PD);
 		return shim_fail_null(ENOMEM);
 	}
 	p->ibv.context = context;
@@ -129,6 +130,7 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 		return -ret;
 	}
 	free(p);
+	shim_kind_put(SHIM_KIND_PD);
 	return 0;
 }
 
@@ -160,10 +162,14 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	p = shim_pd_acquire(pd); /* NULL, freed or stray: EINVAL */
 	if (!p)
 		return NULL;
-
+	if (!shim_kind_get(SHIM_KIND_MR)) {
+		shim_put(&p->users);
+		return NULL;
+	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		shim_put(&p->users);
+		shim_kind_put(SHIM_KIND_MR);
 		return shim_fail_null(ENOMEM);
 	}
 	ret = uiw_mr_reg(p->pd, addr, length, iova,
@@ -174,6 +180,7 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
 	if (ret) {
 		free(m);
 		shim_put(&p->users);
+		shim_kind_put(SHIM_KIND_MR);
 		return shim_fail_null(-ret);
 	}
 	m->ibv.context = pd->context;
@@ -193,8 +200,8 @@ static struct ibv_mr *shim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
  * Returns NULL with errno EINVAL (bad flags, REMOTE_WRITE/ATOMIC without
  * LOCAL_WRITE; length 0; pd NULL, freed or not a PD), EFAULT (a page of the
  * range not mapped, or not writable while a write access is asked for, as
- * a driver that cannot pin it), EOPNOTSUPP (ON_DEMAND), ENOMEM.
- * IBV_ACCESS_MW_BIND lets memory windows be bound to the MR. */
+ * a driver that cannot pin it), EOPNOTSUPP (ON_DEMAND), ENOMEM (also:
+ * max_mr MRs exist). IBV_ACCESS_MW_BIND lets memory windows be bound to the MR. */
 struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	uint64_t iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
@@ -222,15 +229,20 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
  * engine's errno (EINVAL). Calling it twice on one MR is undefined. */
 int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct shim_mr *m = shim_mr(mr);
-	struct shim_pd *p = shim_pd(mr->pd);
+	struct shim_mr *m;
+	struct shim_pd *p;
 	int ret;
 
+	if (!mr)
+		return EINVAL;
+	m = shim_mr(mr);
+	p = shim_pd(mr->pd);
 	ret = uiw_mr_dereg(m->mr);
 	if (ret)
 		return -ret;
 	shim_put(&p->users);
 	free(m);
+	shim_kind_put(SHIM_KIND_MR);
 	return 0;
 }
 
@@ -252,15 +264,16 @@ struct ibv_mw *shim_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	p = shim_pd_acquire(pd);
 	if (!p)
 		return NULL;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
+	if (!shim_kind_get(SHIM_KIND_MW)) {
 		shim_put(&p->users);
-		return shim_fail_null(ENOMEM);
+		return NULL;
 	}
-	ret = uiw_mw_alloc(p->pd, (int)type, &w->mw, &rkey);
+	w = calloc(1, sizeof(*w));
+	ret = w ? uiw_mw_alloc(p->pd, (int)type, &w->mw, &rkey) : -ENOMEM;
 	if (ret) {
 		free(w);
 		shim_put(&p->users);
+		shim_kind_put(SHIM_KIND_MW);
 		return shim_fail_null(-ret);
 	}
 	w->ibv.context = pd->context;
@@ -325,5 +338,6 @@ int shim_op_dealloc_mw(struct ibv_mw *mw)
 		return -ret;
 	shim_put(&shim_pd(pd)->users);
 	free(w);
+	shim_kind_put(SHIM_KIND_MW);
 	return 0;
 }

@@ -46,6 +46,25 @@ static void shim_qp_hash_del(struct shim_qp *q)
 	pthread_mutex_unlock(&shim_qp_hash_lock);
 }
 
+/* Is qp a QP ibv_create_qp* returned and ibv_destroy_qp has not freed?
+ * Looked up by address among the live ones (every bucket: a pointer that
+ * is not one must not be read), so a NULL, destroyed or stray QP gets
+ * EINVAL from destroy / modify / query instead of a use after free (an
+ * address a new QP took again counts as that QP). */
+static bool shim_qp_is_live(const struct ibv_qp *qp)
+{
+	bool live = false;
+
+	if (!qp)
+		return false;
+	pthread_mutex_lock(&shim_qp_hash_lock);
+	for (unsigned i = 0; i < SHIM_QP_HASH && !live; i++)
+		for (const struct shim_qp *q = shim_qp_hash[i]; q && !live; q = q->num_next)
+			live = &q->ibv == qp;
+	pthread_mutex_unlock(&shim_qp_hash_lock);
+	return live;
+}
+
 /* See shim.h. */
 struct shim_qp *shim_qp_by_num(struct ibv_context *context, uint32_t qp_num)
 {
@@ -129,7 +148,7 @@ static void shim_qp_event(struct uiw_qp *uqp, enum uiw_qp_event ev, void *arg)
 		fn(q, ev, q->cm_ctx);
 }
 
-static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+static struct ibv_qp *shim_create_qp_one(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	struct uiw_qp_init_attr ua;
 	struct shim_qp *q;
@@ -215,11 +234,24 @@ static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 	return &q->ibv;
 }
 
+/* shim_create_qp_one within the device's QP limit (ENOMEM past it). */
+static struct ibv_qp *shim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp *qp;
+
+	if (!shim_kind_get(SHIM_KIND_QP))
+		return NULL;
+	qp = shim_create_qp_one(pd, attr);
+	if (!qp)
+		shim_kind_put(SHIM_KIND_QP);
+	return qp;
+}
+
 /* ibv_create_qp(3): an RC QP in RESET with at least the requested caps
  * (the granted ones are written back to attr->cap). Returns NULL with
  * errno EOPNOTSUPP (UD, UC, XRC, raw: an RNIC has RC only; an SRQ),
  * EINVAL (missing or foreign CQ, caps too large; pd NULL, freed or not a
- * PD), ENOMEM. */
+ * PD), ENOMEM (also: max_qp QPs exist). */
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
 {
 	return shim_create_qp(pd, qp_init_attr);
@@ -284,9 +316,16 @@ struct ibv_qp *shim_op_create_qp_ex(struct ibv_context *context, struct ibv_qp_i
  * EINVAL for a state the verbs do not allow from the current one. */
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
-	struct shim_qp *q = shim_qp(qp);
+	struct shim_qp *q;
 
-	if (!attr)
+	if (!attr || !shim_qp_is_live(qp))
+		return EINVAL;
+	q = shim_qp(qp);
+	/* ORD / IRD beyond what ibv_query_device reports (max_qp_init_rd_atom,
+	 * max_qp_rd_atom): refused before anything changes, as the kernel's
+	 * drivers do (siw_accept: EINVAL) */
+	if (((attr_mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > UIW_MAX_ORD) ||
+	    ((attr_mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > UIW_MAX_IRD))
 		return EINVAL;
 	if (attr_mask & IBV_QP_STATE) {
 		enum ibv_qp_state to = attr->qp_state;
@@ -321,12 +360,13 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 		 struct ibv_qp_init_attr *init_attr)
 {
-	struct shim_qp *q = shim_qp(qp);
+	struct shim_qp *q;
 	enum uiw_qp_state s;
 
 	(void)attr_mask;
-	if (!attr || !init_attr)
+	if (!attr || !init_attr || !shim_qp_is_live(qp))
 		return EINVAL;
+	q = shim_qp(qp);
 	s = uiw_qp_get_state(q->qp);
 	memset(attr, 0, sizeof(*attr));
 	/* An unconnected iWARP QP is idle, which the kernel's iWARP drivers
@@ -361,12 +401,16 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 
 /* ibv_destroy_qp(3): aborts the connection if any, frees the QP after its
  * returned async events are acked (it waits). Returns 0 or the engine's
- * errno. */
+ * errno; EINVAL for NULL or a QP that is not live (destroyed already: a
+ * second ibv_destroy_qp is an error, not a double free). */
 int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	struct shim_qp *q = shim_qp(qp);
+	struct shim_qp *q;
 	int ret;
 
+	if (!shim_qp_is_live(qp))
+		return EINVAL;
+	q = shim_qp(qp);
 	ret = uiw_qp_destroy(q->qp);
 	if (ret)
 		return -ret;
@@ -385,5 +429,6 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
 	free(q);
+	shim_kind_put(SHIM_KIND_QP);
 	return 0;
 }

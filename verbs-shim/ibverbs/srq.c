@@ -55,14 +55,20 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 	p = shim_pd_acquire(pd);
 	if (!p)
 		return NULL;
+	if (!shim_kind_get(SHIM_KIND_SRQ)) {
+		shim_put(&p->users);
+		return NULL;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
+		shim_kind_put(SHIM_KIND_SRQ);
 		shim_put(&p->users);
 		return shim_fail_null(ENOMEM);
 	}
 	ret = uiw_srq_create(p->pd, &max_wr, &max_sge, &s->srq);
 	if (ret) {
 		free(s);
+		shim_kind_put(SHIM_KIND_SRQ);
 		shim_put(&p->users);
 		return shim_fail_null(-ret);
 	}
@@ -160,5 +166,6 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 	pthread_cond_destroy(&srq->cond);
 	pthread_mutex_destroy(&srq->mutex);
 	free(s);
+	shim_kind_put(SHIM_KIND_SRQ);
 	return 0;
 }

@@ -128,13 +128,17 @@ static int pick_port(struct sockaddr *addr, int afonly, bool *v6only_dflt)
  * addresses still run over the device (resolve, connection requests). 0, or -1 with errno EINVAL
  * (NULL, state), EAFNOSUPPORT, EADDRNOTAVAIL (address not local), EADDRINUSE (a listener holds the
  * port), ENODEV. The TCP port itself is taken by rdma_listen (SO_REUSEADDR) or by the connection,
- * not here. An IPv6 address is checked with IPV6_V6ONLY as RDMA_OPTION_ID_AFONLY says, or, when
- * it was not set, as the namespace's net.ipv6.bindv6only (the kernel rdma_cm's default, cma.c
- * cma_bind_addr): so an AFONLY [::]:P binds beside a listener on 0.0.0.0:P. */
+ * not here. A port held by a socket other than this process's rdma_cm listeners is bound, and
+ * mapped by rdma_listen to a free port that initiators learn from the port mapper, when this
+ * process answers for the host's port mapper (uiw_listen_mappable); else EADDRINUSE. An IPv6
+ * address is checked with IPV6_V6ONLY as RDMA_OPTION_ID_AFONLY says, or, when it was not set, as
+ * the namespace's net.ipv6.bindv6only (the kernel rdma_cm's default, cma.c cma_bind_addr): so an
+ * AFONLY [::]:P binds beside a listener on 0.0.0.0:P. */
 CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 {
 	struct cm_id *id = cm_id_of(rid);
 	struct sockaddr_storage ss;
+	bool mapped;
 
 	if (!rid || !addr) {
 		errno = EINVAL;
@@ -150,14 +154,27 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *rid, struct sockaddr *addr)
 	}
 	addr_copy(&ss, addr);
 	/* the address must be local and the port not held by a listener;
-	 * port 0 becomes a free port */
-	if (pick_port((struct sockaddr *)&ss, id->afonly, &id->v6only_dflt))
-		return -1;
+	 * port 0 becomes a free port. A port held by a socket that is not one
+	 * of our rdma_cm listeners (tgtd's iSCSI/TCP portal on 3260 before its
+	 * iSER portal binds 3260) is mapped when rdma_listen listens, as the
+	 * port mapper maps an RNIC's listener (docs/iwpm.md). */
+	mapped = false;
+	if (pick_port((struct sockaddr *)&ss, id->afonly, &id->v6only_dflt)) {
+		if (errno != EADDRINUSE)
+			return -1;
+		if (!uiw_listen_mappable(addr,
+					 id->afonly >= 0 ? id->afonly != 0 : id->v6only_dflt)) {
+			errno = EADDRINUSE;
+			return -1;
+		}
+		mapped = true;
+	}
 	if (!cm_addr_is_any(addr) && !(addr_is_loopback(addr) && !cm_port_on_loopback()) &&
 	    cm_attach_device(rid))
 		return -1;
 	memcpy(&rid->route.addr.src_storage, &ss, sizeof(ss));
-	id->explicit_port = addr_port(addr) != 0;
+	/* a mapped id that connects instead takes a free source port */
+	id->explicit_port = addr_port(addr) != 0 && !mapped;
 	id->bound = true;
 	id->state = CM_BOUND;
 	return 0;

@@ -279,7 +279,9 @@ static void *listen_worker(void *arg)
 
 /* rdma_listen(3): starts listening on the bound address (TCP listener
  * with SO_REUSEADDR, so a port can be re-bound right after the previous
- * listener is destroyed; an IPv6 one with IPV6_V6ONLY as
+ * listener is destroyed; on a free port mapped to the bound one through the
+ * port mapper when a socket other than ours holds it, uiw_listen_ex
+ * UIW_LISTEN_MAP; an IPv6 one with IPV6_V6ONLY as
  * RDMA_OPTION_ID_AFONLY or net.ipv6.bindv6only says, rdma_set_option) and a thread that reports
  * each MPA request as CONNECT_REQUEST with a new id (listen_id, verbs, addresses and param.conn
  * set) on this id's channel. backlog <= 0 means 1024. 0, or -1 with errno EINVAL (not bound),
@@ -295,8 +297,11 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *rid, int backlog)
 		return -1;
 	}
 	/* AFONLY as set, else the namespace's default seen at bind */
-	ret = uiw_listen_ex(&rid->route.addr.src_addr, backlog > 0 ? backlog : 1024,
-			    id->afonly >= 0 ? id->afonly != 0 : id->v6only_dflt, &id->listener);
+	ret = uiw_listen_ex(
+	    &rid->route.addr.src_addr, backlog > 0 ? backlog : 1024,
+	    UIW_LISTEN_MAP |
+		((id->afonly >= 0 ? id->afonly != 0 : id->v6only_dflt) ? UIW_LISTEN_V6ONLY : 0),
+	    &id->listener);
 	if (ret) {
 		id->listener = NULL;
 		errno = -ret;

@@ -1,0 +1,513 @@
+/* The byte stream as TLS 1.3 over a kernel TCP socket (OpenSSL), behind the
+ * same operations as stream/tcp.c, so MPA and everything above it runs
+ * unchanged on the decrypted bytes (docs/configuration.md, UIWARP_TLS).
+ *
+ * The handshake runs before the MPA Request (RFC 5044 §7.1), blocking with
+ * a deadline, on the connected socket: uiw_tls_client on the initiator,
+ * uiw_tls_accept on the listener's side, which looks at the first byte the
+ * peer sent (a TLS record of type handshake, 0x16, or the "M" of "MPA ID
+ * Req Frame") so one port serves TLS and plain peers (siw and RNICs never
+ * speak TLS). After it the socket stays non-blocking and the engine waits
+ * on it as on a TCP stream:
+ *   - sendv SSL_write_ex's (records of up to 16 KiB) each large piece of
+ *     the gathered bytes from where it is and the small ones between
+ *     through a 64 KiB staging buffer, until the socket is full; a record
+ *     OpenSSL holds half-sent is finished by the next call, which offers
+ *     the same bytes again (the caller re-offers what was not accepted:
+ *     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ *   - recvv SSL_read_ex's until the caller's buffers are full or OpenSSL
+ *     wants to read (read-ahead on: one read() takes up to 128 KiB of
+ *     records). OpenSSL asks for more only when what it holds is no whole
+ *     record and the socket had nothing (EAGAIN), so after -EAGAIN the
+ *     socket is dry and an edge-triggered waiter misses nothing; when the
+ *     caller's buffers fill first, a later call takes the rest (a short
+ *     read is never taken for a dry stream). rx_buffered is SSL_pending,
+ *     the plaintext decrypted ahead of the reader.
+ *   - Only bytes of records that authenticated (AES-GCM / ChaCha20-Poly1305
+ *     tags) reach the caller; a record that fails gives -EBADMSG and the
+ *     connection ends (the QP goes to ERR, its WRs flushed).
+ * The receive and send sides of a QP run in different threads; one SSL
+ * object is not safe for concurrent SSL_read and SSL_write, so each call
+ * holds the stream's mutex (per batch of FPDUs, not per FPDU).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stream/stream.h"
+#include "util/log.h"
+
+/* Bytes gathered into one staging buffer (SSL_write_ex cuts 16 KiB records). */
+#define TLS_STAGE (64 * 1024)
+/* OpenSSL's read buffer with read-ahead (bytes). */
+#define TLS_READ_BUF (128 * 1024)
+/* A piece of an iovec this long or longer is encrypted in place, not staged. */
+#define TLS_DIRECT 4096
+/* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
+#define TLS_CT_HANDSHAKE 0x16
+
+struct tls_stream {
+	struct uiw_stream base; /* first: the ops see a struct uiw_stream */
+	SSL *ssl;
+	pthread_mutex_t lock; /* SSL_read / SSL_write / SSL_pending / SSL_shutdown */
+	uint8_t *stage;	      /* TLS_STAGE bytes */
+};
+
+static struct tls_stream *tls_of(struct uiw_stream *s)
+{
+	return (struct tls_stream *)s;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The reason of OpenSSL's oldest queued error into buf ("" if none); clears
+ * the thread's error queue. */
+static const char *ssl_reason(char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+	buf[0] = 0;
+	if (e)
+		ERR_error_string_n(e, buf, len);
+	ERR_clear_error();
+	return buf;
+}
+
+/* An SSL_read / SSL_write failure as -errno: -EAGAIN when the socket has no
+ * room or bytes now, -EBADMSG for a record that failed authentication or
+ * any other TLS protocol error, the socket's errno otherwise. Logs what
+ * failed (UIWARP_LOG=warn). Caller holds t->lock. */
+static int ssl_errno(struct tls_stream *t, int ret, const char *op)
+{
+	int e = SSL_get_error(t->ssl, ret);
+	int err = errno;
+	char why[256];
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		ERR_clear_error();
+		return err ? -err : -ECONNRESET;
+	default:
+		ssl_reason(why, sizeof(why));
+		if (uiw_log_on(UIW_LOG_WARN)) {
+			char tup[128];
+			uiw_log(UIW_LOG_WARN, uiw_log_tuple(t->base.fd, tup, sizeof(tup)),
+				"TLS %s failed: %s", op, why[0] ? why : "protocol error");
+		}
+		return -EBADMSG;
+	}
+}
+
+/* sendv: see stream/stream.h. A piece of at least TLS_DIRECT bytes (an
+ * FPDU's payload) is encrypted straight from the caller's memory; the small
+ * pieces between (headers, pad, CRC) are gathered into the staging buffer
+ * first. Record boundaries follow from the bytes offered, so a call that
+ * re-offers what was not accepted finishes a record OpenSSL holds
+ * half-sent with the same bytes and at least its length. */
+static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct tls_stream *t = tls_of(s);
+	size_t done = 0, at = 0; /* bytes of iov[i] already taken */
+	int i = 0;
+
+	if (n < 0 || (n > 0 && !iov))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	while (i < n) {
+		const uint8_t *p = (const uint8_t *)iov[i].iov_base + at;
+		size_t len = iov[i].iov_len - at;
+		if (len >= TLS_DIRECT) {
+			i++;
+			at = 0;
+		} else {
+			len = 0;
+			while (i < n && len < TLS_STAGE && iov[i].iov_len - at < TLS_DIRECT) {
+				size_t k = iov[i].iov_len - at;
+				if (k > TLS_STAGE - len)
+					k = TLS_STAGE - len;
+				memcpy(t->stage + len, (const uint8_t *)iov[i].iov_base + at, k);
+				len += k;
+				at += k;
+				if (at == iov[i].iov_len) {
+					i++;
+					at = 0;
+				}
+			}
+			p = t->stage;
+		}
+		size_t off = 0;
+		while (off < len) {
+			size_t w = 0;
+			if (SSL_write_ex(t->ssl, p + off, len - off, &w)) {
+				off += w;
+				continue;
+			}
+			int r = ssl_errno(t, 0, "write");
+			pthread_mutex_unlock(&t->lock);
+			done += off;
+			if (r == -EAGAIN || r == 0)
+				return done ? (ssize_t)done : -EAGAIN;
+			return done ? (ssize_t)done : r;
+		}
+		done += len;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return done ? (ssize_t)done : -EAGAIN;
+}
+
+/* recvv: see stream/stream.h. Reads until iov is full or nothing is left. */
+static ssize_t tls_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct tls_stream *t = tls_of(s);
+	size_t got = 0;
+	ssize_t rc = 0;
+
+	if (n < 0 || (n > 0 && !iov))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < n; i++) {
+		size_t at = 0;
+		while (at < iov[i].iov_len) {
+			size_t r = 0;
+			int ok = SSL_read_ex(t->ssl, (uint8_t *)iov[i].iov_base + at,
+					     iov[i].iov_len - at, &r);
+			if (ok) {
+				at += r;
+				continue;
+			}
+			rc = ssl_errno(t, ok, "read");
+			got += at;
+			goto out;
+		}
+		got += at;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	if (got)
+		return (ssize_t)got;
+	return rc; /* -EAGAIN, 0 (close_notify or FIN), or -errno */
+}
+
+static size_t tls_rx_buffered(struct uiw_stream *s)
+{
+	struct tls_stream *t = tls_of(s);
+	pthread_mutex_lock(&t->lock);
+	int p = SSL_pending(t->ssl);
+	pthread_mutex_unlock(&t->lock);
+	return p > 0 ? (size_t)p : 0;
+}
+
+/* emss: the TCP socket's (uiw_tcp_emss). MPA frames the plaintext; the
+ * records around it are the stream's business. */
+static int tls_emss(struct uiw_stream *s)
+{
+	return uiw_tcp_emss(s->fd);
+}
+
+/* silent_ms: the socket's (uiw_tcp_silent_ms). */
+static int tls_silent_ms(struct uiw_stream *s)
+{
+	return uiw_tcp_silent_ms(s->fd);
+}
+
+/* close_notify (best effort: a full socket drops it), then TCP FIN. */
+static void tls_shutdown_send(struct uiw_stream *s)
+{
+	struct tls_stream *t = tls_of(s);
+	pthread_mutex_lock(&t->lock);
+	(void)SSL_shutdown(t->ssl);
+	ERR_clear_error();
+	pthread_mutex_unlock(&t->lock);
+	(void)shutdown(s->fd, SHUT_WR);
+}
+
+static void tls_abort(struct uiw_stream *s)
+{
+	(void)shutdown(s->fd, SHUT_RDWR);
+}
+
+static void tls_destroy(struct uiw_stream *s)
+{
+	if (!s)
+		return;
+	struct tls_stream *t = tls_of(s);
+	SSL_free(t->ssl);
+	pthread_mutex_destroy(&t->lock);
+	if (s->fd >= 0)
+		(void)close(s->fd);
+	free(t->stage);
+	free(t);
+}
+
+static const struct uiw_stream_ops tls_ops = {
+    .sendv = tls_sendv,
+    .recvv = tls_recvv,
+    .rx_buffered = tls_rx_buffered,
+    .emss = tls_emss,
+    .rx_lowat = NULL, /* SO_RCVLOWAT counts ciphertext: not used */
+    .silent_ms = tls_silent_ms,
+    .shutdown_send = tls_shutdown_send,
+    .abort = tls_abort,
+    .destroy = tls_destroy,
+};
+
+/* ------------------------------------------------------------- contexts */
+
+/* One client and one server context per process, made on first use from
+ * the options of that first call (the process's configuration). */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static SSL_CTX *ctx_made[2];
+static const struct uiw_tls_opts *psk_opts[2];
+
+static unsigned int psk_client_cb(SSL *ssl, const char *hint, char *identity,
+				  unsigned int max_identity_len, unsigned char *psk,
+				  unsigned int max_psk_len)
+{
+	(void)ssl;
+	(void)hint;
+	const struct uiw_tls_opts *o = psk_opts[0];
+	if (!o || o->psk_len <= 0 || (unsigned int)o->psk_len > max_psk_len)
+		return 0;
+	const char *id = o->psk_identity ? o->psk_identity : "uiwarp";
+	if (strlen(id) + 1 > max_identity_len)
+		return 0;
+	memcpy(identity, id, strlen(id) + 1);
+	memcpy(psk, o->psk, (size_t)o->psk_len);
+	return (unsigned int)o->psk_len;
+}
+
+static unsigned int psk_server_cb(SSL *ssl, const char *identity, unsigned char *psk,
+				  unsigned int max_psk_len)
+{
+	(void)ssl;
+	const struct uiw_tls_opts *o = psk_opts[1];
+	const char *id = o && o->psk_identity ? o->psk_identity : "uiwarp";
+	if (!o || o->psk_len <= 0 || (unsigned int)o->psk_len > max_psk_len || !identity ||
+	    strcmp(identity, id) != 0)
+		return 0;
+	memcpy(psk, o->psk, (size_t)o->psk_len);
+	return (unsigned int)o->psk_len;
+}
+
+/* The context for server (1) or client (0), or NULL with the reason
+ * logged. */
+static SSL_CTX *tls_ctx(const struct uiw_tls_opts *o, int server)
+{
+	char why[256];
+	pthread_mutex_lock(&ctx_lock);
+	SSL_CTX *c = ctx_made[server];
+	if (c) {
+		pthread_mutex_unlock(&ctx_lock);
+		return c;
+	}
+	c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+	const char *step = "SSL_CTX_new";
+	if (!c)
+		goto fail;
+	step = "TLS 1.3 only";
+	if (!SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION))
+		goto fail;
+	step = "UIWARP_TLS_CIPHERS";
+	if (o->ciphers && *o->ciphers && !SSL_CTX_set_ciphersuites(c, o->ciphers))
+		goto fail;
+	SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* a TCP FIN without close_notify is the end of the stream; MPA's
+	 * framing finds a stream cut inside an FPDU */
+	SSL_CTX_set_options(c, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
+	/* read-ahead: one read() takes up to TLS_READ_BUF bytes of records,
+	 * not two per record (header, then body) */
+	SSL_CTX_set_read_ahead(c, 1);
+	SSL_CTX_set_default_read_buffer_len(c, TLS_READ_BUF);
+	if (server)
+		(void)SSL_CTX_set_num_tickets(c, 0);
+	if (o->cert && *o->cert) {
+		step = "UIWARP_TLS_CERT";
+		if (SSL_CTX_use_certificate_chain_file(c, o->cert) != 1)
+			goto fail;
+		step = "UIWARP_TLS_KEY";
+		if (SSL_CTX_use_PrivateKey_file(c, o->key && *o->key ? o->key : o->cert,
+						SSL_FILETYPE_PEM) != 1 ||
+		    SSL_CTX_check_private_key(c) != 1)
+			goto fail;
+	}
+	step = "UIWARP_TLS_CA";
+	if (o->ca && *o->ca) {
+		if (SSL_CTX_load_verify_locations(c, o->ca, NULL) != 1)
+			goto fail;
+		/* a server with a CA asks for the client's certificate too */
+		SSL_CTX_set_verify(
+		    c, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), NULL);
+	} else if (!server) {
+		/* a client always checks the server's certificate (a PSK
+		 * handshake has none): the system's CAs without UIWARP_TLS_CA */
+		if (SSL_CTX_set_default_verify_paths(c) != 1)
+			goto fail;
+		SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+	}
+	if (o->psk_len > 0) {
+		psk_opts[server] = o;
+		if (server)
+			SSL_CTX_set_psk_server_callback(c, psk_server_cb);
+		else
+			SSL_CTX_set_psk_client_callback(c, psk_client_cb);
+	}
+	ctx_made[server] = c;
+	pthread_mutex_unlock(&ctx_lock);
+	return c;
+fail:
+	ssl_reason(why, sizeof(why));
+	uiw_log(UIW_LOG_ERROR, NULL, "TLS: %s: %s", step, why[0] ? why : "failed");
+	SSL_CTX_free(c);
+	pthread_mutex_unlock(&ctx_lock);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ handshake */
+
+/* Runs the handshake on *s's socket (blocking until deadline) and, when it
+ * completes, replaces *s by the TLS stream (which takes the socket over).
+ * Returns 0 or -errno (see stream/stream.h). */
+static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, int server,
+			 int timeout_ms)
+{
+	int fd = (*s)->fd;
+	SSL_CTX *c = tls_ctx(o, server);
+	if (!c)
+		return -EINVAL;
+	struct tls_stream *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->stage = malloc(TLS_STAGE);
+	t->ssl = SSL_new(c);
+	if (!t->stage || !t->ssl || !SSL_set_fd(t->ssl, fd)) {
+		SSL_free(t->ssl);
+		free(t->stage);
+		free(t);
+		return -ENOMEM;
+	}
+	if (!server && o->peer_name && *o->peer_name) {
+		/* RFC 6125: the server's certificate must name peer_name */
+		(void)SSL_set_tlsext_host_name(t->ssl, o->peer_name);
+		(void)SSL_set1_host(t->ssl, o->peer_name);
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	int64_t deadline = now_ms() + (timeout_ms >= 0 ? timeout_ms : INT_MAX);
+	int rc = 0;
+	char why[256];
+	for (;;) {
+		int r = server ? SSL_accept(t->ssl) : SSL_connect(t->ssl);
+		if (r == 1)
+			break;
+		int e = SSL_get_error(t->ssl, r);
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			int64_t left = deadline - now_ms();
+			if (left <= 0) {
+				rc = -ETIMEDOUT;
+				snprintf(why, sizeof(why), "no answer within %d ms", timeout_ms);
+				break;
+			}
+			struct pollfd p = {.fd = fd,
+					   .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+			if (poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left) < 0 &&
+			    errno != EINTR) {
+				rc = -errno;
+				snprintf(why, sizeof(why), "poll: %s", strerror(errno));
+				break;
+			}
+			continue;
+		}
+		long v = SSL_get_verify_result(t->ssl);
+		if (e == SSL_ERROR_SYSCALL || (e == SSL_ERROR_SSL && ERR_peek_error() == 0)) {
+			rc = errno ? -errno : -ECONNRESET;
+			snprintf(why, sizeof(why), "the peer closed the connection (%s)%s",
+				 strerror(-rc), server ? "" : "; not a TLS peer?");
+			ERR_clear_error();
+		} else if (v != X509_V_OK) {
+			rc = -EKEYREJECTED;
+			snprintf(why, sizeof(why), "the peer's certificate: %s",
+				 X509_verify_cert_error_string(v));
+			ERR_clear_error();
+		} else {
+			rc = -ECONNREFUSED;
+			ssl_reason(why, sizeof(why));
+		}
+		break;
+	}
+	if (rc) {
+		if (uiw_log_on(UIW_LOG_WARN)) {
+			char tup[128];
+			uiw_log(UIW_LOG_WARN, uiw_log_tuple(fd, tup, sizeof(tup)),
+				"TLS handshake failed: %s", why);
+		}
+		SSL_free(t->ssl);
+		pthread_mutex_destroy(&t->lock);
+		free(t->stage);
+		free(t);
+		return rc;
+	}
+	if (uiw_log_on(UIW_LOG_INFO)) {
+		char tup[128];
+		uiw_log(UIW_LOG_INFO, uiw_log_tuple(fd, tup, sizeof(tup)), "stream: %s, %s",
+			SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl));
+	}
+	t->base = **s;
+	t->base.ops = &tls_ops;
+	(*s)->fd = -1; /* the TLS stream owns the socket now */
+	(*s)->ops->destroy(*s);
+	*s = &t->base;
+	return 0;
+}
+
+/* See stream/stream.h. */
+int uiw_tls_client(struct uiw_stream **s, const struct uiw_tls_opts *o, int timeout_ms)
+{
+	if (!s || !*s || !o)
+		return -EINVAL;
+	return tls_handshake(s, o, 0, timeout_ms);
+}
+
+/* See stream/stream.h. */
+int uiw_tls_accept(struct uiw_stream **s, const struct uiw_tls_opts *o, int timeout_ms)
+{
+	if (!s || !*s || !o)
+		return -EINVAL;
+	if (o->mode == UIW_TLS_OFF)
+		return 0;
+	int w = uiw_stream_wait(*s, POLLIN, timeout_ms);
+	if (w < 0)
+		return w;
+	uint8_t first = 0;
+	ssize_t r = recv((*s)->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0)
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	if (r == 0)
+		return -ECONNRESET;
+	if (first != TLS_CT_HANDSHAKE)
+		return 0; /* a plain MPA peer: the caller decides (UIWARP_TLS=required) */
+	return tls_handshake(s, o, 1, timeout_ms);
+}
+
+/* See stream/stream.h. */
+bool uiw_stream_is_tls(const struct uiw_stream *s)
+{
+	return s && s->ops == &tls_ops;
+}
