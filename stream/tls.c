@@ -56,12 +56,98 @@
 /* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
 #define TLS_CT_HANDSHAKE 0x16
 
+/* What the socket BIO below OpenSSL needs: the descriptor, and whether
+ * the peer's FIN was read (BIO_CTRL_EOF). */
+struct tls_sock {
+	int fd;
+	bool eof;
+};
+
 struct tls_stream {
 	struct uiw_stream base; /* first: the ops see a struct uiw_stream */
 	SSL *ssl;
 	pthread_mutex_t lock; /* SSL_read / SSL_write / SSL_pending / SSL_shutdown */
 	uint8_t *stage;	      /* TLS_STAGE bytes */
+	struct tls_sock sock; /* the BIO's */
 };
+
+/* ------------------------------------------------ the socket under TLS */
+
+/* OpenSSL's own socket BIO writes with write(): a peer that is gone would
+ * raise SIGPIPE in the application (a library must not; uiwarp's TCP
+ * stream sends with MSG_NOSIGNAL). This BIO sends with MSG_NOSIGNAL and
+ * receives with recv, non-blocking, and says "retry" on EAGAIN / EINTR. */
+static int sock_write(BIO *b, const char *data, size_t len, size_t *written)
+{
+	struct tls_sock *k = BIO_get_data(b);
+	BIO_clear_retry_flags(b);
+	ssize_t r = send(k->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			BIO_set_retry_write(b);
+		return 0;
+	}
+	*written = (size_t)r;
+	return 1;
+}
+
+static int sock_read(BIO *b, char *data, size_t len, size_t *readbytes)
+{
+	struct tls_sock *k = BIO_get_data(b);
+	BIO_clear_retry_flags(b);
+	ssize_t r = recv(k->fd, data, len, MSG_DONTWAIT);
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			BIO_set_retry_read(b);
+		return 0;
+	}
+	if (r == 0) {
+		k->eof = true;
+		return 0;
+	}
+	*readbytes = (size_t)r;
+	return 1;
+}
+
+static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)num;
+	(void)ptr;
+	struct tls_sock *k = BIO_get_data(b);
+	switch (cmd) {
+	case BIO_CTRL_FLUSH:
+		return 1;
+	case BIO_CTRL_EOF:
+		return k && k->eof;
+	default:
+		return 0;
+	}
+}
+
+static BIO_METHOD *sock_method;
+
+static void sock_method_make(void)
+{
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "uiwarp socket");
+	if (m && BIO_meth_set_write_ex(m, sock_write) && BIO_meth_set_read_ex(m, sock_read) &&
+	    BIO_meth_set_ctrl(m, sock_ctrl))
+		sock_method = m;
+	else
+		BIO_meth_free(m);
+}
+
+/* A BIO over t->sock (set up by the caller), or NULL. */
+static BIO *sock_bio(struct tls_stream *t)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, sock_method_make);
+	BIO *b = sock_method ? BIO_new(sock_method) : NULL;
+	if (b) {
+		BIO_set_data(b, &t->sock);
+		BIO_set_init(b, 1);
+	}
+	return b;
+}
 
 static struct tls_stream *tls_of(struct uiw_stream *s)
 {
@@ -398,7 +484,11 @@ static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, in
 		return -ENOMEM;
 	t->stage = malloc(TLS_STAGE);
 	t->ssl = SSL_new(c);
-	if (!t->stage || !t->ssl || !SSL_set_fd(t->ssl, fd)) {
+	t->sock.fd = fd;
+	BIO *bio = t->ssl ? sock_bio(t) : NULL;
+	if (bio)
+		SSL_set_bio(t->ssl, bio, bio); /* the SSL owns it from here */
+	if (!t->stage || !t->ssl || !bio) {
 		SSL_free(t->ssl);
 		free(t->stage);
 		free(t);
