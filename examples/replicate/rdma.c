@@ -236,6 +236,9 @@ static const char *wait_str(int r)
  * ("async event: local work queue catastrophic error" is IBV_EVENT_QP_FATAL:
  * a connection failed, e.g. its peer went silent past uiwarp's dead-peer
  * bound), until the context goes. ctx: the rdma_cm device context. */
+static atomic_bool async_on;   /* async_watch runs */
+static atomic_uint async_seen; /* events it reported */
+
 static void *async_watch(void *arg)
 {
 	struct ibv_context *ctx = arg;
@@ -243,9 +246,20 @@ static void *async_watch(void *arg)
 
 	while (ibv_get_async_event(ctx, &ev) == 0) {
 		rep_err("async event: %s", ibv_event_type_str(ev.event_type));
+		atomic_fetch_add(&async_seen, 1);
 		ibv_ack_async_event(&ev);
 	}
 	return NULL;
+}
+
+/* A copy that failed: the device reports a fatal QP (IBV_EVENT_QP_FATAL)
+ * beside the flushed completions that ended the copy, and its line should
+ * be out before the process is (the main thread may see the flush first).
+ * Waits for one reported event, at most 500 ms. */
+static void async_settle(void)
+{
+	for (int i = 0; i < 50 && atomic_load(&async_on) && !atomic_load(&async_seen); i++)
+		usleep(10000);
 }
 
 /* Starts async_watch once per process (one device context: rdma_cm's). */
@@ -256,8 +270,10 @@ static void watch_async(struct ibv_context *ctx)
 
 	if (atomic_flag_test_and_set(&started))
 		return;
-	if (pthread_create(&t, NULL, async_watch, ctx) == 0)
+	if (pthread_create(&t, NULL, async_watch, ctx) == 0) {
 		pthread_detach(t);
+		atomic_store(&async_on, true);
+	}
 }
 
 /* Creates PD, completion channel, CQ of cqe entries and an RC QP with send_wr /
@@ -896,6 +912,8 @@ int rep_rdma_send(const struct rep_opts *o)
 	rep_print_result(o, &st);
 	ret = 0;
 out:
+	if (ret)
+		async_settle();
 	for (uint32_t i = 0; i < o->streams; i++)
 		rstream_close(&ss[i]);
 	free(ss);
@@ -1357,6 +1375,8 @@ int rep_rdma_recv(const struct rep_opts *o)
 		ret = 0;
 	}
 out:
+	if (ret)
+		async_settle();
 	for (uint32_t i = 0; i < rxs.streams; i++)
 		rrecv_close(&ss[i]);
 	rconn_destroy(&lrc);
