@@ -507,11 +507,14 @@ static void run_events(const struct epoll_event *ev, int n, enum prog_role role)
 		    !atomic_load_explicit(&q->hup_seen, memory_order_relaxed))
 			atomic_store(&q->hup_seen, true);
 		/* the socket is writable at nearly every event: only a send
-		 * side waiting for room wants to hear it */
-		if ((ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) &&
-		    atomic_load(&q->want_out)) {
+		 * side waiting for room wants to hear it. out_ready is set
+		 * first, always: a send side that is just finding the stream
+		 * full (tx.c) sets want_out after its push and then looks at
+		 * out_ready, so one of the two sees the other (seq_cst) */
+		if (ev[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) {
 			atomic_store(&q->out_ready, true);
-			what |= PROG_TX;
+			if (atomic_load(&q->want_out))
+				what |= PROG_TX;
 		}
 		uiw_progress(q, what, role);
 	}

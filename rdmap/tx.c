@@ -458,6 +458,8 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			qp->tx_deferred = false;
 			qp->tx_last_push_ns = uiw_now_ns();
 			atomic_fetch_add(&qp->tx_window, 1);
+			/* a POLLOUT the engine reports from here on counts */
+			atomic_store(&qp->out_ready, false);
 			int r = mpa_tx_push(c);
 			if (r == 1) {
 				pthread_mutex_lock(&qp->lock);
@@ -470,7 +472,16 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 				break;
 			}
 			if (r == 0) {
+				/* the stream is full: wait for its POLLOUT. One that
+				 * came while the push ran (before want_out was set, on
+				 * another thread: run_events then saw no one waiting)
+				 * is not lost: edge-triggered, it would not come again
+				 * and the batch would sit until the next event */
 				qp->want_out = true;
+				if (atomic_exchange(&qp->out_ready, false)) {
+					qp->want_out = false;
+					continue;
+				}
 				break;
 			}
 			if (qp->term_in_batch) {
