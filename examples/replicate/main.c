@@ -19,7 +19,8 @@ static void usage(FILE *f)
 		"  -p, --port PORT     TCP / RDMA CM port (default %d)\n"
 		"  -b, --bind ADDR     recv: local address to listen on (default any)\n"
 		"  -c, --chunk SIZE    send: bytes per RDMA Write, e.g. 256k, 1M (default 1M)\n"
-		"  -w, --window N      send: outstanding writes per stream (default %d)\n"
+		"  -w, --window N      send: outstanding writes per stream (default %d; %d\n"
+		"                      with --streams N > 1)\n"
 		"  -s, --streams N     send: stripe the file over N connections (N QPs, or N\n"
 		"                      TCP sockets with --tcp), 1..%d (default 1); the\n"
 		"                      receiver accepts as many as the sender asks for\n"
@@ -44,7 +45,8 @@ static void usage(FILE *f)
 		"  -h, --help\n"
 		"\n"
 		"Exit status 0 only when the receiver verified the copy.\n",
-		REP_DEFAULT_PORT, REP_DEFAULT_WINDOW, REP_MAX_STREAMS, REP_DEFAULT_TIMEOUT);
+		REP_DEFAULT_PORT, REP_DEFAULT_WINDOW, REP_DEFAULT_WINDOW_STREAMS, REP_MAX_STREAMS,
+		REP_DEFAULT_TIMEOUT);
 }
 
 static int parse(int argc, char **argv, struct rep_opts *o)
@@ -77,7 +79,7 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 	snprintf(port_buf, sizeof(port_buf), "%d", REP_DEFAULT_PORT);
 	o->port = port_buf;
 	o->chunk = REP_DEFAULT_CHUNK;
-	o->window = REP_DEFAULT_WINDOW;
+	o->window = 0; /* default: after the options (it depends on --streams) */
 	o->timeout = REP_DEFAULT_TIMEOUT;
 	o->streams = 1;
 
@@ -197,6 +199,8 @@ static int parse(int argc, char **argv, struct rep_opts *o)
 		}
 		o->path = argv[optind];
 	}
+	if (!o->window)
+		o->window = o->streams > 1 ? REP_DEFAULT_WINDOW_STREAMS : REP_DEFAULT_WINDOW;
 	return 0;
 }
 

@@ -40,6 +40,11 @@
 #define REP_DEFAULT_PORT 18515
 #define REP_DEFAULT_CHUNK (1u << 20)
 #define REP_DEFAULT_WINDOW 16
+/* The default per stream with --streams N > 1: what a stream has posted
+ * and not yet handed to its socket is what it can trail the others by at
+ * the end of the copy, when the link's other shares must move over to it
+ * (bbr takes seconds for that at a 50 ms RTT) */
+#define REP_DEFAULT_WINDOW_STREAMS 4
 #define REP_DEFAULT_TIMEOUT 60 /* seconds */
 #define REP_MIN_CHUNK 4096u
 #define REP_MAX_CHUNK (1u << 30)
