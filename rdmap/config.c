@@ -25,6 +25,8 @@
  * |                       |         | before sleeping (also UIWARP_RX_SPIN_US)        |
  * | UIWARP_POLL_YIELD_US  | 20      | an empty CQ poll this long after the CQ's last  |
  * |                       |         | completion yields the CPU (-1: never)           |
+ * | UIWARP_POLL_NAP_US    | 1000    | ... and this long sleeps UIW_POLL_NAP_NS (-1:   |
+ * |                       |         | never)                                          |
  *
  * docs/configuration.md is the full list (UIWARP_LOG, UIWARP_STATS, ...).
  */
@@ -87,6 +89,8 @@ static void config_load(void)
 	cfg.spin_us = spin > 0 && spin <= 10000000 ? (int)spin : 0;
 	long py = env_long("UIWARP_POLL_YIELD_US", 20);
 	cfg.poll_yield_us = py >= 0 && py <= 10000000 ? (int)py : -1;
+	long pn = env_long("UIWARP_POLL_NAP_US", 1000);
+	cfg.poll_nap_us = pn >= 0 && pn <= 10000000 ? (int)pn : -1;
 	long mss = env_long("UIWARP_TCP_MAXSEG", 0);
 	cfg.tcp.maxseg = mss >= 88 && mss <= 65535 ? (int)mss : 0;
 	const char *cc = getenv("UIWARP_TCP_CONGESTION");

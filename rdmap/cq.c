@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rdmap/internal.h"
@@ -40,7 +41,16 @@ struct uiw_cq {
 	_Atomic uint64_t last_poll_ns; /* a poller was here (tx.c's doorbell batching) */
 	_Atomic uint64_t last_cqe_ns;  /* a poll returned a CQE (the yield when idle) */
 	int64_t yield_ns;	       /* UIWARP_POLL_YIELD_US in ns, -1 never */
+	int64_t nap_ns;		       /* UIWARP_POLL_NAP_US in ns, -1 never */
 };
+
+/* How long an empty poll sleeps once the CQ has been idle for nap_ns (ns):
+ * short against a wake-up's cost, long against a poll's */
+#define UIW_POLL_NAP_NS (50 * 1000)
+/* When this thread's last poll of any CQ found a CQE (ns; 0: it has not
+ * polled yet): a thread that polls a busy CQ and an idle one in turn
+ * must not nap at the idle one */
+static _Thread_local uint64_t tl_last_cqe_ns;
 
 int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out)
 {
@@ -59,6 +69,9 @@ int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq 
 	cq->ctx = ctx;
 	int py = uiw_config_get()->poll_yield_us;
 	cq->yield_ns = py < 0 ? -1 : (int64_t)py * 1000;
+	int pn = uiw_config_get()->poll_nap_us;
+	cq->nap_ns = pn < 0 ? -1 : (int64_t)pn * 1000;
+	atomic_store(&cq->last_cqe_ns, uiw_now_ns()); /* idle from now, not since boot */
 	pthread_mutex_init(&cq->lock, NULL);
 	pthread_rwlock_init(&cq->qps_lock, NULL);
 	*out = cq;
@@ -173,16 +186,32 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	}
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
-	} else if (cq->yield_ns >= 0 &&
-		   now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed) >
-		       (uint64_t)cq->yield_ns) {
+		tl_last_cqe_ns = now;
+		return k;
+	}
+	if (!tl_last_cqe_ns)
+		tl_last_cqe_ns = now;
+	uint64_t idle = now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed);
+	if (cq->nap_ns >= 0 && idle > (uint64_t)cq->nap_ns &&
+	    now - tl_last_cqe_ns > (uint64_t)cq->nap_ns) {
+		/* Nothing for a long while, here or at any CQ this thread
+		 * polls (an RDMA Write target's poller, which sees no
+		 * completion for the whole transfer): the
+		 * thread sleeps UIW_POLL_NAP_NS per poll instead of spinning,
+		 * so a host with few cores gives that CPU to the threads doing
+		 * the work (the sender, the cipher). Its next poll does what
+		 * came meanwhile in one pass; the engine stays parked, as the
+		 * poller is back within PARK_NS (progress.c) */
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = UIW_POLL_NAP_NS};
+		nanosleep(&ts, NULL);
+	} else if (cq->yield_ns >= 0 && idle > (uint64_t)cq->yield_ns) {
 		/* A busy-polling thread that has found nothing for a while
 		 * lets the threads doing the work (the engine, the peer's
 		 * process, on a host with few cores) have its CPU: returns at
 		 * once when nobody else wants it (as MPI's yield-when-idle) */
 		sched_yield();
 	}
-	return k;
+	return 0;
 }
 
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)

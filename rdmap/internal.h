@@ -43,6 +43,7 @@ struct uiw_config {
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
 	int poll_yield_us;    /* an empty poll this long after the last CQE yields (us), -1 never */
+	int poll_nap_us;      /* ... and this long naps UIW_POLL_NAP_NS (us), -1 never */
 };
 const struct uiw_config *uiw_config_get(void);
 
