@@ -11,7 +11,12 @@
  * on it as on a TCP stream:
  *   - sendv SSL_write_ex's (records of up to 16 KiB) each large piece of
  *     the gathered bytes from where it is and the small ones between
- *     through a 64 KiB staging buffer, until the socket is full; a record
+ *     through a 64 KiB staging buffer, topped up to a whole record with
+ *     the head of the large piece that follows (so an FPDU's header costs
+ *     no record of its own), until the socket is full; a batch of more
+ *     than one record is corked (TCP_CORK) while it goes in, so the
+ *     records leave as full segments and the last one is pushed when the
+ *     cork comes off; a record
  *     OpenSSL holds half-sent is finished by the next call, which offers
  *     the same bytes again (the caller re-offers what was not accepted:
  *     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
@@ -31,6 +36,8 @@
  * holds the stream's mutex (per batch of FPDUs, not per FPDU).
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <limits.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -53,6 +60,8 @@
 #define TLS_READ_BUF (128 * 1024)
 /* A piece of an iovec this long or longer is encrypted in place, not staged. */
 #define TLS_DIRECT 4096
+/* The largest TLS 1.3 record's plaintext (RFC 8446 §5.1). */
+#define TLS_RECORD 16384
 /* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
 #define TLS_CT_HANDSHAKE 0x16
 
@@ -203,21 +212,32 @@ static int ssl_errno(struct tls_stream *t, int ret, const char *op)
 	}
 }
 
+/* Copies k bytes of iov[*i] from *at to the staging buffer at len, moves
+ * (*i, *at) past them; returns the staged length. */
+static size_t stage_take(struct tls_stream *t, size_t len, const struct iovec *iov, int *i,
+			 size_t *at, size_t k)
+{
+	memcpy(t->stage + len, (const uint8_t *)iov[*i].iov_base + *at, k);
+	*at += k;
+	if (*at == iov[*i].iov_len) {
+		(*i)++;
+		*at = 0;
+	}
+	return len + k;
+}
+
 /* sendv: see stream/stream.h. A piece of at least TLS_DIRECT bytes (an
  * FPDU's payload) is encrypted straight from the caller's memory; the small
  * pieces between (headers, pad, CRC) are gathered into the staging buffer
- * first. Record boundaries follow from the bytes offered, so a call that
+ * first, with the head of the next large piece up to a whole record.
+ * Record boundaries follow from the bytes offered, so a call that
  * re-offers what was not accepted finishes a record OpenSSL holds
- * half-sent with the same bytes and at least its length. */
-static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+ * half-sent with the same bytes and at least its length. t->lock held. */
+static ssize_t sendv_locked(struct tls_stream *t, const struct iovec *iov, int n)
 {
-	struct tls_stream *t = tls_of(s);
 	size_t done = 0, at = 0; /* bytes of iov[i] already taken */
 	int i = 0;
 
-	if (n < 0 || (n > 0 && !iov))
-		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
 	while (i < n) {
 		const uint8_t *p = (const uint8_t *)iov[i].iov_base + at;
 		size_t len = iov[i].iov_len - at;
@@ -230,13 +250,21 @@ static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 				size_t k = iov[i].iov_len - at;
 				if (k > TLS_STAGE - len)
 					k = TLS_STAGE - len;
-				memcpy(t->stage + len, (const uint8_t *)iov[i].iov_base + at, k);
-				len += k;
-				at += k;
-				if (at == iov[i].iov_len) {
-					i++;
-					at = 0;
-				}
+				len = stage_take(t, len, iov, &i, &at, k);
+			}
+			/* the small pieces alone would make a record of a few
+			 * bytes (an FPDU's header and the pad before it): the
+			 * head of the large piece that follows fills it up to a
+			 * whole record, and the rest of that piece is encrypted
+			 * from where it is in whole records */
+			if (i < n && len % TLS_RECORD) {
+				size_t rest = iov[i].iov_len - at;
+				size_t fill = TLS_RECORD - len % TLS_RECORD;
+				if (fill >= rest || rest - fill < TLS_DIRECT)
+					fill = rest; /* no small tail left behind */
+				if (fill > TLS_STAGE - len)
+					fill = TLS_STAGE - len;
+				len = stage_take(t, len, iov, &i, &at, fill);
 			}
 			p = t->stage;
 		}
@@ -248,7 +276,6 @@ static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 				continue;
 			}
 			int r = ssl_errno(t, 0, "write");
-			pthread_mutex_unlock(&t->lock);
 			done += off;
 			if (r == -EAGAIN || r == 0)
 				return done ? (ssize_t)done : -EAGAIN;
@@ -256,8 +283,30 @@ static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 		}
 		done += len;
 	}
-	pthread_mutex_unlock(&t->lock);
 	return done ? (ssize_t)done : -EAGAIN;
+}
+
+static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct tls_stream *t = tls_of(s);
+	if (n < 0 || (n > 0 && !iov))
+		return -EINVAL;
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	/* more than a record: the records go out as full segments (corked),
+	 * not one push per record (TCP_NODELAY), and the last is pushed when
+	 * the cork comes off */
+	int one = 1, zero = 0;
+	bool cork = total > TLS_RECORD;
+	pthread_mutex_lock(&t->lock);
+	if (cork)
+		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
+	ssize_t r = sendv_locked(t, iov, n);
+	if (cork)
+		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
+	pthread_mutex_unlock(&t->lock);
+	return r;
 }
 
 /* recvv: see stream/stream.h. Reads until iov is full or nothing is left. */
