@@ -257,6 +257,13 @@ static void test_connect_send_disconnect(void **state)
 	memset(&p, 0, sizeof(p));
 	listen_and_resolve(&p);
 	post_recv(&p.c, p.client);
+	/* IRD / ORD above the device's 128 (other than RDMA_MAX_*, 255):
+	 * EINVAL, as rdma-core's librdmacm says, and the id stays usable */
+	memset(&cp, 0, sizeof(cp));
+	cp.initiator_depth = 129;
+	errno = 0;
+	assert_int_equal(rdma_connect(p.client, &cp), -1);
+	assert_int_equal(errno, EINVAL);
 	ev = connect_and_request(&p, "client-private-data");
 	p.server = ev->id;
 	rdma_ack_cm_event(ev);
@@ -266,8 +273,12 @@ static void test_connect_send_disconnect(void **state)
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = sdata;
 	cp.private_data_len = sizeof(sdata);
-	cp.responder_resources = 1;
+	cp.responder_resources = 129;
 	cp.initiator_depth = 1;
+	errno = 0;
+	assert_int_equal(rdma_accept(p.server, &cp), -1);
+	assert_int_equal(errno, EINVAL);
+	cp.responder_resources = RDMA_MAX_RESP_RES; /* the device's most */
 	assert_int_equal(rdma_accept(p.server, &cp), 0);
 
 	expect_ack(p.sch, RDMA_CM_EVENT_ESTABLISHED, p.server);

@@ -118,10 +118,13 @@ static void *connect_worker(void *arg)
 	return NULL;
 }
 
-/* Copies conn_param (NULL: device defaults) into id->param. responder /
- * initiator values above the device limits (RDMA_MAX_RESP_RES,
- * RDMA_MAX_INIT_DEPTH included) are lowered to them. -1 EINVAL if the
- * private data is longer than UIW_MAX_PRIVATE_DATA. */
+/* Copies conn_param (NULL: device defaults) into id->param.
+ * RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH (255) ask for the device's most.
+ * -1 EINVAL if the private data is longer than UIW_MAX_PRIVATE_DATA or, on
+ * an RDMA_PS_TCP id, responder_resources / initiator_depth is above the
+ * device's max_qp_rd_atom / max_qp_init_rd_atom (rdma-core's librdmacm,
+ * ucma_valid_param; other port spaces are lowered to it, as it lets them
+ * through to the kernel). */
 static int set_param(struct cm_id *id, const struct rdma_conn_param *p)
 {
 	uint8_t ird = cm_dev_rd_atom(false), ord = cm_dev_rd_atom(true);
@@ -136,6 +139,12 @@ static int set_param(struct cm_id *id, const struct rdma_conn_param *p)
 	}
 	if (p->private_data_len > UIW_MAX_PRIVATE_DATA ||
 	    (p->private_data_len && !p->private_data)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (id->id.ps == RDMA_PS_TCP &&
+	    ((p->responder_resources != RDMA_MAX_RESP_RES && p->responder_resources > ird) ||
+	     (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth > ord))) {
 		errno = EINVAL;
 		return -1;
 	}
