@@ -47,10 +47,15 @@ struct uiw_cq {
 /* How long an empty poll sleeps once the CQ has been idle for nap_ns (ns):
  * short against a wake-up's cost, long against a poll's */
 #define UIW_POLL_NAP_NS (50 * 1000)
-/* When this thread's last poll of any CQ found a CQE (ns; 0: it has not
- * polled yet): a thread that polls a busy CQ and an idle one in turn
- * must not nap at the idle one */
-static _Thread_local uint64_t tl_last_cqe_ns;
+/* This thread's run of empty polls (of any CQ): when it began and when the
+ * last one ended (ns; 0: the last poll found a CQE). Only a thread that
+ * spins (the next empty poll at most UIW_POLL_SPIN_NS after the end of the
+ * one before) and has found nothing for nap_ns naps: not a thread that
+ * polls a busy CQ and an idle one in turn, nor one that polls once before
+ * it sleeps on a completion channel, nor one that looks now and then
+ * between other work */
+static _Thread_local uint64_t tl_empty_since_ns, tl_empty_last_ns;
+#define UIW_POLL_SPIN_NS (20 * 1000)
 
 int uiw_cq_create(unsigned depth, uiw_cq_notify_fn fn, void *ctx, struct uiw_cq **out)
 {
@@ -186,17 +191,17 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	}
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
-		tl_last_cqe_ns = now;
+		tl_empty_since_ns = 0;
 		return k;
 	}
-	if (!tl_last_cqe_ns)
-		tl_last_cqe_ns = now;
+	if (!tl_empty_since_ns || now - tl_empty_last_ns > UIW_POLL_SPIN_NS)
+		tl_empty_since_ns = now; /* a new run of empty polls */
 	uint64_t idle = now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed);
 	if (cq->nap_ns >= 0 && idle > (uint64_t)cq->nap_ns &&
-	    now - tl_last_cqe_ns > (uint64_t)cq->nap_ns) {
-		/* Nothing for a long while, here or at any CQ this thread
-		 * polls (an RDMA Write target's poller, which sees no
-		 * completion for the whole transfer): the
+	    now - tl_empty_since_ns > (uint64_t)cq->nap_ns) {
+		/* Spinning on nothing for a long while, here and at any CQ
+		 * this thread polls (an RDMA Write target's poller, which
+		 * sees no completion for the whole transfer): the
 		 * thread sleeps UIW_POLL_NAP_NS per poll instead of spinning,
 		 * so a host with few cores gives that CPU to the threads doing
 		 * the work (the sender, the cipher). Its next poll does what
@@ -211,6 +216,9 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		 * once when nobody else wants it (as MPI's yield-when-idle) */
 		sched_yield();
 	}
+	/* the end of this poll (its progress and nap included): the gap to the
+	 * next is the caller's own */
+	tl_empty_last_ns = uiw_now_ns();
 	return 0;
 }
 
