@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -257,6 +258,82 @@ static void test_destroy_channel_under_reader(void **state)
 	print_message("2000 rounds, %d events taken before the destroy\n", got);
 }
 
+static void *late_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->ret = rdma_get_cm_event(w->ch, &w->ev);
+	w->ev = (void *)(intptr_t)errno;
+	return NULL;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* rping's client, once in ~2500 runs: its CM thread acks DISCONNECTED,
+ * which lets main's rdma_destroy_id return; main destroys the channel and
+ * returns while the CM thread loops back into rdma_get_cm_event on it. That
+ * call must read no freed memory (ASan) and not fail at once (rping exits
+ * 255 on the error before main's exit): it waits 2 s, then EINVAL; with the
+ * fd O_NONBLOCK the EINVAL is immediate. Channels destroyed in between (the
+ * quarantine keeps the last 64) do not change that. */
+static void test_late_caller_after_destroy(void **state)
+{
+	struct waiter w = {.ret = -2};
+	struct timespec ts = {0, 300 * 1000 * 1000};
+	struct rdma_cm_event *ev;
+	pthread_t t;
+	long long t0;
+
+	(void)state;
+	w.ch = rdma_create_event_channel();
+	assert_non_null(w.ch);
+	rdma_destroy_event_channel(w.ch);
+	for (int i = 0; i < 10; i++) {
+		struct rdma_event_channel *o = rdma_create_event_channel();
+
+		assert_non_null(o);
+		rdma_destroy_event_channel(o);
+	}
+	t0 = now_ms();
+	assert_int_equal(pthread_create(&t, NULL, late_thread, &w), 0);
+	nanosleep(&ts, NULL);
+	assert_int_equal(w.ret, -2); /* still waiting */
+	pthread_join(t, NULL);
+	assert_int_equal(w.ret, -1);
+	assert_int_equal((int)(intptr_t)w.ev, EINVAL);
+	assert_true(now_ms() - t0 >= 1900);
+	print_message("late caller: EINVAL after %lld ms\n", now_ms() - t0);
+
+	/* cancellable while it waits, like a blocked reader */
+	w.ch = rdma_create_event_channel();
+	assert_non_null(w.ch);
+	rdma_destroy_event_channel(w.ch);
+	w.ret = -2;
+	t0 = now_ms();
+	assert_int_equal(pthread_create(&t, NULL, late_thread, &w), 0);
+	nanosleep(&ts, NULL);
+	assert_int_equal(pthread_cancel(t), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.ret, -2);
+	assert_true(now_ms() - t0 < 1500);
+
+	w.ch = rdma_create_event_channel();
+	assert_non_null(w.ch);
+	assert_int_equal(fcntl(w.ch->fd, F_SETFL, fcntl(w.ch->fd, F_GETFL) | O_NONBLOCK), 0);
+	rdma_destroy_event_channel(w.ch);
+	t0 = now_ms();
+	errno = 0;
+	assert_int_equal(rdma_get_cm_event(w.ch, &ev), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_true(now_ms() - t0 < 500);
+}
+
 /* 2000 events queued with none read (an application that connects many
  * ids before it reads its channel): queueing never blocks, the descriptor
  * stays readable until the last one is taken, and every event arrives.
@@ -365,6 +442,7 @@ int main(void)
 	    cmocka_unit_test(test_unsupported),
 	    cmocka_unit_test(test_destroy_channel_under_reader),
 	    cmocka_unit_test(test_many_unread_events),
+	    cmocka_unit_test(test_late_caller_after_destroy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,10 +4,12 @@
  * the result of their operation.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
@@ -50,13 +52,25 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return &c->ch;
 }
 
-/* Closes the channel's descriptors, frees its queued events and itself.
- * Only when nothing refers to it any more (refs == 0). Not a cancellation
- * point: it also runs as the cleanup of a reader being cancelled, where a
- * close(2) acting on the pending cancel would leave the rest undone. */
+/* Destroyed channels whose memory is kept a while: a thread that calls
+ * rdma_get_cm_event on a channel another thread has just destroyed (rping's
+ * CM thread looping back after the DISCONNECTED event it acked while main
+ * destroys the id and the channel and returns) reads the channel's `dead`
+ * flag from memory that is still a channel, not freed memory. The oldest is
+ * freed when a newer one needs its slot. Guarded by cm_lock. */
+enum { CHANNEL_QUARANTINE = 64 };
+static struct cm_channel *quarantine[CHANNEL_QUARANTINE];
+static unsigned quarantine_next;
+
+/* Closes the channel's descriptors, frees its queued events, and keeps its
+ * memory in the quarantine (freeing the oldest one there). Only when
+ * nothing refers to it any more (refs == 0). Not a cancellation point: it
+ * also runs as the cleanup of a reader being cancelled, where a close(2)
+ * acting on the pending cancel would leave the rest undone. */
 static void channel_free(struct cm_channel *c)
 {
 	struct cm_event *e, *n;
+	struct cm_channel *old;
 	int cs;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
@@ -66,7 +80,15 @@ static void channel_free(struct cm_channel *c)
 	}
 	close(c->ch.fd);
 	close(c->wfd);
-	free(c);
+	pthread_mutex_lock(&cm_lock);
+	c->head = c->tail = NULL;
+	c->ch.fd = c->wfd = -1;
+	c->dead = true;
+	old = quarantine[quarantine_next];
+	quarantine[quarantine_next] = c;
+	quarantine_next = (quarantine_next + 1) % CHANNEL_QUARANTINE;
+	pthread_mutex_unlock(&cm_lock);
+	free(old);
 	pthread_setcancelstate(cs, NULL);
 }
 
@@ -104,6 +126,7 @@ void cm_channel_destroy(struct cm_channel *c)
 		return;
 	}
 	c->dead = true;
+	c->nonblock = (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) != 0;
 	e = c->head;
 	c->head = c->tail = NULL;
 	/* readers blocked in read() see the end of the stream once the
@@ -293,16 +316,36 @@ static int get_event(struct cm_channel *c, struct rdma_cm_event **event)
 }
 
 /* get_event with the caller's reference on c, which is dropped when it
- * returns or is cancelled; *err is the errno get_event left. */
-static int get_event_held(struct cm_channel *c, struct rdma_cm_event **event, int *err)
+ * returns or is cancelled; errno is the one get_event left. */
+static int get_event_held(struct cm_channel *c, struct rdma_cm_event **event)
 {
-	int ret;
+	int ret, err;
 
 	pthread_cleanup_push(reader_leave, c);
 	ret = get_event(c, event);
-	*err = errno;
+	err = errno;
 	pthread_cleanup_pop(1);
+	errno = err;
 	return ret;
+}
+
+/* How long a call on an already destroyed blocking channel waits before
+ * it fails (ns): longer than a process takes from destroying its channel to
+ * exiting. */
+#define LATE_CALLER_WAIT_NS (2000ull * 1000 * 1000)
+
+/* A call that came after its channel was destroyed: waits in nanosleep
+ * (a cancellation point) for LATE_CALLER_WAIT_NS, then EINVAL. */
+static int late_caller(void)
+{
+	/* static: no ASan-poisoned stack slot left behind when a cancel unwinds
+	 * this frame */
+	static const struct timespec nap = {0, 10 * 1000 * 1000};
+
+	for (unsigned i = 0; i < LATE_CALLER_WAIT_NS / (10 * 1000 * 1000); i++)
+		nanosleep(&nap, NULL);
+	errno = EINVAL;
+	return -1;
 }
 
 /* rdma_get_cm_event(3): returns the next event of channel in *event: 0, or
@@ -313,11 +356,16 @@ static int get_event_held(struct cm_channel *c, struct rdma_cm_event **event, in
  * rdma_cm, where it sleeps in the kernel; rping's CM thread is one, still
  * waiting when main destroys the channel and returns: an error return would
  * make it exit with an error first); it holds no reference on the channel
- * then, and can be cancelled. */
+ * then, and can be cancelled. A caller that comes just after the destroy
+ * (rping's CM thread again, looping back from the DISCONNECTED event whose
+ * ack let main's rdma_destroy_id return) waits 2 s, a cancellation point,
+ * before its EINVAL, so a process on its way out exits first; on a channel
+ * whose fd was O_NONBLOCK the EINVAL is immediate. The memory of the last
+ * 64 destroyed channels is kept for such callers. */
 CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cm_channel *c;
-	int ret, err = 0;
+	int ret;
 
 	if (!channel || !event) {
 		errno = EINVAL;
@@ -326,17 +374,20 @@ CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 	c = cm_channel_of(channel);
 	pthread_mutex_lock(&cm_lock);
 	if (c->dead) {
+		bool nonblock = c->nonblock;
+
 		pthread_mutex_unlock(&cm_lock);
+		if (!nonblock)
+			return late_caller();
 		errno = EINVAL;
 		return -1;
 	}
 	c->refs++;
 	pthread_mutex_unlock(&cm_lock);
-	ret = get_event_held(c, event, &err);
+	ret = get_event_held(c, event);
 	if (ret == 1)
 		for (;;)
 			pause();
-	errno = err;
 	return ret;
 }
 

@@ -49,6 +49,7 @@ struct cm_channel {
 	unsigned refs;
 	bool dead;     /* rdma_destroy_event_channel (or its id's destroy) was called */
 	bool internal; /* created for a synchronous id; destroyed with that id */
+	bool nonblock; /* its fd was O_NONBLOCK when it was destroyed */
 };
 
 enum cm_state {
