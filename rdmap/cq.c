@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rdmap/internal.h"
+#include "util/thread.h"
 
 /* Up to this many QPs a poller looks at each QP's pending work in turn. */
 #define CQ_SCAN_MAX 4
@@ -186,7 +187,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	atomic_store_explicit(&cq->last_poll_ns, now, memory_order_relaxed);
 	int k = cq_pop(cq, n, wc);
 	if (k < n) {
-		cq_progress(cq);
+		cq_progress(cq); /* not a cancellation point (progress.c) */
 		k += cq_pop(cq, n - k, wc + k);
 	}
 	if (k) {
@@ -208,7 +209,9 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		 * came meanwhile in one pass; the engine stays parked, as the
 		 * poller is back within PARK_NS (progress.c) */
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = UIW_POLL_NAP_NS};
+		int cs = uiw_nocancel_begin(); /* ibv_poll_cq is none */
 		nanosleep(&ts, NULL);
+		uiw_nocancel_end(cs);
 	} else if (cq->yield_ns >= 0 && idle > (uint64_t)cq->yield_ns) {
 		/* A busy-polling thread that has found nothing for a while
 		 * lets the threads doing the work (the engine, the peer's
@@ -224,6 +227,9 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 
 int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 {
+	/* ibv_req_notify_cq is no cancellation point: the unpark and the
+	 * callback write (eventfd, the event record) */
+	int cs = uiw_nocancel_begin();
 	/* the poller is about to sleep on the completion channel: the
 	 * engine takes the streams back now */
 	uiw_engine_unpark();
@@ -237,6 +243,7 @@ int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 	pthread_mutex_unlock(&cq->lock);
 	if (fire)
 		cq->fn(cq, cq->ctx);
+	uiw_nocancel_end(cs);
 	return 0;
 }
 

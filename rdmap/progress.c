@@ -360,8 +360,7 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 	return true;
 }
 
-/* See rdmap/internal.h. */
-void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
+static void progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 {
 	if (what)
 		atomic_fetch_or(&qp->pending, what);
@@ -386,6 +385,16 @@ void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 		uiw_engine_kick(qp, 0);
 }
 
+/* See rdmap/internal.h. Not a cancellation point: a poster or poller
+ * holds the QP's sides and locks across send / recv. */
+void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
+{
+	int cs = uiw_nocancel_begin();
+
+	progress(qp, what, role);
+	uiw_nocancel_end(cs);
+}
+
 /* ------------------------------------------------------------- the engine */
 
 static void dl_remove_locked(struct uiw_qp *qp)
@@ -398,6 +407,18 @@ static void dl_remove_locked(struct uiw_qp *qp)
 	last->dl_index = i;
 	qp->dl_index = -1;
 	qp->deadline_ns = 0;
+}
+
+/* Wakes the engine thread from epoll (one count on its eventfd). Not a
+ * cancellation point (the write is one; the verbs calls that get here are
+ * none), and no stack slot for the count. */
+static void engine_wake(void)
+{
+	static const uint64_t one = 1;
+	int cs = uiw_nocancel_begin();
+
+	(void)!write(engine.evfd, &one, sizeof(one));
+	uiw_nocancel_end(cs);
 }
 
 /* See rdmap/internal.h. The engine wakes at the earliest deadline. */
@@ -437,8 +458,7 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 	bool started = engine.started;
 	pthread_mutex_unlock(&engine.lock);
 	if (wake && started && !pthread_equal(pthread_self(), engine.thread)) {
-		uint64_t one = 1;
-		(void)!write(engine.evfd, &one, sizeof(one));
+		engine_wake();
 	}
 }
 
@@ -463,8 +483,7 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what)
 	}
 	pthread_mutex_unlock(&engine.lock);
 	if (wake && !pthread_equal(pthread_self(), engine.thread)) {
-		uint64_t one = 1;
-		(void)!write(engine.evfd, &one, sizeof(one));
+		engine_wake();
 	}
 }
 
@@ -546,6 +565,8 @@ void uiw_engine_proxy(bool park)
 	 * while it waits */
 	if (pthread_rwlock_tryrdlock(&engine.proxy_lock) != 0)
 		return;
+	/* epoll_wait is a cancellation point; the proxy lock is held */
+	int cs = uiw_nocancel_begin();
 	in_proxy = true;
 	if (park)
 		atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
@@ -557,6 +578,7 @@ void uiw_engine_proxy(bool park)
 		run_kicks(ROLE_POLLER);
 	in_proxy = false;
 	pthread_rwlock_unlock(&engine.proxy_lock);
+	uiw_nocancel_end(cs);
 }
 
 /* See rdmap/internal.h. */
@@ -567,8 +589,7 @@ void uiw_engine_unpark(void)
 	bool wake = engine.started && engine.parked;
 	pthread_mutex_unlock(&engine.lock);
 	if (wake) {
-		uint64_t one = 1;
-		(void)!write(engine.evfd, &one, sizeof(one));
+		engine_wake();
 	}
 }
 
@@ -792,8 +813,7 @@ void uiw_engine_detach(struct uiw_qp *qp)
 			    !pthread_equal(pthread_self(), engine.thread);
 		pthread_mutex_unlock(&engine.lock);
 		if (wake) {
-			uint64_t one = 1;
-			(void)!write(engine.evfd, &one, sizeof(one));
+			engine_wake();
 		}
 		return;
 	}
@@ -828,8 +848,7 @@ void uiw_engine_detach(struct uiw_qp *qp)
 	}
 	if (!wait)
 		return;
-	uint64_t one = 1;
-	(void)!write(engine.evfd, &one, sizeof(one));
+	engine_wake();
 	pthread_mutex_lock(&engine.lock);
 	while (engine.cycles == c && engine.started)
 		pthread_cond_wait(&engine.cycled, &engine.lock);

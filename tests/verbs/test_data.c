@@ -751,6 +751,96 @@ static void test_comp_channel_stress(void **state)
 	}
 }
 
+/* rping -P's error path: pthread_cancel of the thread that sleeps in
+ * ibv_get_cq_event and polls the CQ, while completions arrive. The cancel
+ * must find that thread only where it waits for a record (as read() on a
+ * kernel channel), never inside uiwarp with a lock held: after each cancel
+ * the main thread takes the channel's events and polls the CQ itself, and
+ * the teardown destroys the CQ; both waited forever for a lock before (the
+ * alarm ends such a hang as a failure). */
+struct cancel_st {
+	struct fix *f;
+	long polled;
+};
+
+static void *cancel_consumer(void *arg)
+{
+	struct cancel_st *st = arg;
+	/* the thread's own, not stack slots: ASan does not unpoison the
+	 * frames a cancel unwinds */
+	static __thread struct ibv_wc wc[16];
+	static __thread struct ibv_cq *cq;
+	static __thread void *ctx;
+
+	for (;;) {
+		int n;
+
+		if (ibv_get_cq_event(st->f->ch, &cq, &ctx) == 0) {
+			ibv_ack_cq_events(cq, 1);
+			(void)ibv_req_notify_cq(cq, 0);
+		}
+		n = ibv_poll_cq(st->f->a.cq, 16, wc);
+		for (int i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				abort();
+		if (n > 0)
+			__atomic_add_fetch(&st->polled, n, __ATOMIC_ACQ_REL);
+	}
+	return NULL;
+}
+
+static void test_cancel_cq_waiter(void **state)
+{
+	struct fix *f = *state;
+	struct cancel_st st = {.f = f};
+	int fl = fcntl(f->ch->fd, F_GETFL);
+	long posted = 0, end = now_ms() + 30000;
+	int cancels = 0;
+
+	alarm(40);
+	assert_int_equal(ibv_req_notify_cq(f->a.cq, 0), 0);
+	for (int round = 0; round < 300; round++) {
+		long until = posted + 8 + round % 24;
+		struct ibv_wc wc[16];
+		struct ibv_cq *cq;
+		void *ctx;
+		pthread_t t;
+
+		assert_int_equal(pthread_create(&t, NULL, cancel_consumer, &st), 0);
+		while (posted < until && now_ms() < end) {
+			if (posted - __atomic_load_n(&st.polled, __ATOMIC_ACQUIRE) < 32)
+				post_from_a(f, (uint64_t)posted++, IBV_WR_RDMA_WRITE, 64,
+					    (uintptr_t)f->b.buf, f->b.mr->rkey);
+			else
+				sched_yield();
+		}
+		for (volatile int spin = 0; spin < (round % 16) * 500; spin++)
+			; /* vary where the consumer is when the cancel comes */
+		assert_int_equal(pthread_cancel(t), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		cancels++;
+		/* the channel and the CQ are free: what is left, by hand */
+		assert_int_equal(fcntl(f->ch->fd, F_SETFL, fl | O_NONBLOCK), 0);
+		while (ibv_get_cq_event(f->ch, &cq, &ctx) == 0)
+			ibv_ack_cq_events(cq, 1);
+		assert_int_equal(fcntl(f->ch->fd, F_SETFL, fl), 0);
+		while (st.polled < posted) {
+			int n = ibv_poll_cq(f->a.cq, 16, wc);
+
+			assert_true(n >= 0);
+			for (int i = 0; i < n; i++)
+				assert_int_equal(wc[i].status, IBV_WC_SUCCESS);
+			st.polled += n;
+			if (now_ms() > end)
+				fail_msg("round %d: %ld of %ld completions", round, st.polled,
+					 posted);
+		}
+		assert_int_equal(ibv_req_notify_cq(f->a.cq, 0), 0);
+	}
+	alarm(0);
+	print_message("%d cancels, %ld Writes completed\n", cancels, posted);
+}
+
 /* ---------------------------------------------------------- memory windows */
 
 /* a RDMA-Writes len bytes of its buffer to (raddr, rkey) and waits for the
@@ -1139,6 +1229,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_async_terminate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_graceful_close, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_comp_channel_stress, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cancel_cq_waiter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_caps_and_objects, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_type1_bind_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_type2_local_inv, setup, teardown),

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/thread.h"
 #include "verbs-shim/ibverbs/internal.h"
 
 /* ---------------------------------------------------- completion channel */
@@ -112,30 +113,23 @@ static bool drop_stale_head(struct shim_channel *ch, struct ibv_cq *cq, bool ano
 	return true;
 }
 
-/* ibv_get_cq_event(3): waits for the next completion event on channel
- * (blocking unless the application set O_NONBLOCK on channel->fd) and
- * returns its CQ and cq_context. Every event must be acked with
- * ibv_ack_cq_events. Returns 0, or -1 with errno EAGAIN (non-blocking,
- * none), EINTR, or EIO. */
-int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+/* Takes the record at the head of ch's queue into *out and counts it as
+ * reported, under the channel lock, so ibv_destroy_cq (which drains under
+ * it) either drops the record or waits for its ack. Not a cancellation
+ * point. Returns 1 (*out set), 0 none queued, -1 with errno (EIO, the
+ * recv's). Never inlined: its stack slots (ASan-poisoned once out of scope)
+ * must not sit in ibv_get_cq_event's frame while it waits, see
+ * wait_readable. */
+static __attribute__((noinline)) int take_record(struct shim_channel *ch, struct ibv_cq **out)
 {
-	struct shim_channel *ch;
 	struct ibv_cq *ev;
+	ssize_t n;
+	int e, cs;
 
-	if (!channel || !cq || !cq_context) {
-		errno = EINVAL;
-		return -1;
-	}
-	ch = shim_channel(channel);
 	for (;;) {
-		ssize_t n;
-		int e;
-
-		/* Take the record and count it as reported under the channel
-		 * lock, so ibv_destroy_cq (which drains under it) either drops
-		 * the record or waits for its ack. Block outside the lock. */
+		cs = uiw_nocancel_begin();
 		pthread_mutex_lock(&ch->lock);
-		n = recv(channel->fd, &ev, sizeof(ev), MSG_PEEK | MSG_DONTWAIT);
+		n = recv(ch->ibv.fd, &ev, sizeof(ev), MSG_PEEK | MSG_DONTWAIT);
 		if (n == (ssize_t)sizeof(ev) && drop_stale_head(ch, ev, true)) {
 			/* A record with nothing to poll behind it and another
 			 * record after it: skipped. ibv_poll_cq drops such a
@@ -150,9 +144,10 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			 * loop waited for the initiator's next command, and
 			 * libiscsi's initiator, sending none, gave up after 1 s). */
 			pthread_mutex_unlock(&ch->lock);
+			uiw_nocancel_end(cs);
 			continue;
 		}
-		n = recv(channel->fd, &ev, sizeof(ev), MSG_DONTWAIT);
+		n = recv(ch->ibv.fd, &ev, sizeof(ev), MSG_DONTWAIT);
 		e = errno;
 		if (n == (ssize_t)sizeof(ev)) {
 			__atomic_sub_fetch(&shim_cq(ev)->records, 1, __ATOMIC_ACQ_REL);
@@ -161,8 +156,11 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			pthread_mutex_unlock(&ev->mutex);
 		}
 		pthread_mutex_unlock(&ch->lock);
-		if (n == (ssize_t)sizeof(ev))
-			break;
+		uiw_nocancel_end(cs);
+		if (n == (ssize_t)sizeof(ev)) {
+			*out = ev;
+			return 1;
+		}
 		if (n >= 0) {
 			errno = EIO;
 			return -1;
@@ -171,6 +169,44 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			errno = e;
 			return -1;
 		}
+		return 0;
+	}
+}
+
+/* Waits until fd is readable (poll, no timeout): ibv_get_cq_event's one
+ * cancellation point, as read() is on a kernel channel. The pollfd is the
+ * thread's own, not a stack slot: a thread cancelled here unwinds without
+ * ASan unpoisoning its frames, and a poisoned slot left behind makes ASan
+ * report its own thread teardown. Returns poll's result. */
+static __attribute__((noinline)) int wait_readable(int fd)
+{
+	static __thread struct pollfd pfd;
+
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	return poll(&pfd, 1, -1);
+}
+
+/* ibv_get_cq_event(3): waits for the next completion event on channel
+ * (blocking unless the application set O_NONBLOCK on channel->fd) and
+ * returns its CQ and cq_context. Every event must be acked with
+ * ibv_ack_cq_events. Returns 0, or -1 with errno EAGAIN (non-blocking,
+ * none), EINTR, or EIO. A cancellation point only while it waits for a
+ * record (pthread_cancel never ends it holding a lock or a record). */
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	if (!channel || !cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		int r = take_record(shim_channel(channel), cq);
+
+		if (r > 0)
+			break;
+		if (r < 0)
+			return -1;
 		/* Nothing queued: EAGAIN if the application asked for a
 		 * non-blocking fd, else wait for a record (EINTR ends the
 		 * wait, as read() on a kernel channel does). */
@@ -178,15 +214,10 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			errno = EAGAIN;
 			return -1;
 		}
-		{
-			struct pollfd pfd = {.fd = channel->fd, .events = POLLIN};
-
-			if (poll(&pfd, 1, -1) < 0)
-				return -1;
-		}
+		if (wait_readable(channel->fd) < 0)
+			return -1;
 	}
-	*cq = ev;
-	*cq_context = ev->cq_context;
+	*cq_context = (*cq)->cq_context;
 	return 0;
 }
 
@@ -208,6 +239,8 @@ static void shim_channel_purge(struct shim_channel *ch, struct ibv_cq *cq)
 {
 	struct ibv_cq **keep = NULL, *ev;
 	size_t nkeep = 0, cap = 0;
+
+	int cs = uiw_nocancel_begin(); /* recv / send under ch->lock */
 
 	pthread_mutex_lock(&ch->lock);
 	for (;;) {
@@ -231,6 +264,7 @@ static void shim_channel_purge(struct shim_channel *ch, struct ibv_cq *cq)
 	for (size_t i = 0; i < nkeep; i++)
 		(void)send(ch->wfd, &keep[i], sizeof(keep[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
 	pthread_mutex_unlock(&ch->lock);
+	uiw_nocancel_end(cs);
 	free(keep);
 }
 
@@ -374,10 +408,12 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 	if (total < num_entries && cq->channel &&
 	    __atomic_load_n(&c->records, __ATOMIC_ACQUIRE) > 0) {
 		struct shim_channel *ch = shim_channel(cq->channel);
+		int cs = uiw_nocancel_begin(); /* recv under ch->lock */
 
 		pthread_mutex_lock(&ch->lock);
 		(void)drop_stale_head(ch, cq, false);
 		pthread_mutex_unlock(&ch->lock);
+		uiw_nocancel_end(cs);
 	}
 	if (total == 0 && !__atomic_load_n(&c->overflow_reported, __ATOMIC_RELAXED) &&
 	    uiw_cq_overflowed(c->cq) &&

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "netlink/uiw_netlink.h"
+#include "util/thread.h"
 #include "verbs-shim/ibverbs/internal.h"
 
 /* Vendor identity: Chelsio (PCI vendor 0x1425) with a T6 part ID
@@ -603,15 +604,18 @@ void shim_async_push(struct shim_context *c, const struct ibv_async_event *ev)
 {
 	struct shim_async_ev *e;
 	char b = 0;
+	int cs = uiw_nocancel_begin(); /* write() under ev_lock */
 
 	pthread_mutex_lock(&c->ev_lock);
 	if (c->ev_count >= SHIM_ASYNC_MAX) {
 		pthread_mutex_unlock(&c->ev_lock);
+		uiw_nocancel_end(cs);
 		return;
 	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		pthread_mutex_unlock(&c->ev_lock);
+		uiw_nocancel_end(cs);
 		return;
 	}
 	e->ev = *ev;
@@ -626,6 +630,7 @@ void shim_async_push(struct shim_context *c, const struct ibv_async_event *ev)
 		/* cannot happen while the queue is bounded; the event stays queued */
 	}
 	pthread_mutex_unlock(&c->ev_lock);
+	uiw_nocancel_end(cs);
 }
 
 static void *shim_async_obj(const struct ibv_async_event *ev)
