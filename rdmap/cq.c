@@ -133,9 +133,11 @@ void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp)
 	pthread_rwlock_unlock(&cq->qps_lock);
 }
 
-/* Makes progress on the CQ's QPs in the calling thread (see the top). */
+/* Makes progress on the CQ's QPs in the calling thread (see the top).
+ * Cancellation off throughout (uiw_progress, rdmap/internal.h). */
 static void cq_progress(struct uiw_cq *cq)
 {
+	int cs = uiw_nocancel_begin();
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	int n = cq->nqps;
 	if (n > 0) {
@@ -157,6 +159,7 @@ static void cq_progress(struct uiw_cq *cq)
 		}
 	}
 	pthread_rwlock_unlock(&cq->qps_lock);
+	uiw_nocancel_end(cs);
 }
 
 /* Moves up to n CQEs to wc[]. */
@@ -187,7 +190,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	atomic_store_explicit(&cq->last_poll_ns, now, memory_order_relaxed);
 	int k = cq_pop(cq, n, wc);
 	if (k < n) {
-		cq_progress(cq); /* not a cancellation point (progress.c) */
+		cq_progress(cq);
 		k += cq_pop(cq, n - k, wc + k);
 	}
 	if (k) {

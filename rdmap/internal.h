@@ -212,7 +212,11 @@ struct uiw_engine;
 
 /* Drives qp's stream for the work in what (PROG_* bits), now, in the
  * calling thread if the progress locks are free; otherwise leaves the work
- * to their holders. Never blocks on the stream. */
+ * to their holders. Never blocks on the stream. It holds locks across
+ * send / recv / epoll_wait (cancellation points): an application thread
+ * calls it, and uiw_engine_proxy, with cancellation off
+ * (util/thread.h uiw_nocancel_begin), as the verbs calls that get here
+ * are no cancellation points. */
 void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role);
 /* Hands qp's stream (non-blocking, framing set up) to the engine; from now
  * on it makes progress. Starts the engine thread on first use. 0 or

@@ -360,7 +360,8 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 	return true;
 }
 
-static void progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
+/* See rdmap/internal.h. */
+void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 {
 	if (what)
 		atomic_fetch_or(&qp->pending, what);
@@ -383,16 +384,6 @@ static void progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 	/* more than a fair share: the engine goes on with what is left */
 	if (atomic_load(&qp->pending))
 		uiw_engine_kick(qp, 0);
-}
-
-/* See rdmap/internal.h. Not a cancellation point: a poster or poller
- * holds the QP's sides and locks across send / recv. */
-void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
-{
-	int cs = uiw_nocancel_begin();
-
-	progress(qp, what, role);
-	uiw_nocancel_end(cs);
 }
 
 /* ------------------------------------------------------------- the engine */
@@ -565,8 +556,6 @@ void uiw_engine_proxy(bool park)
 	 * while it waits */
 	if (pthread_rwlock_tryrdlock(&engine.proxy_lock) != 0)
 		return;
-	/* epoll_wait is a cancellation point; the proxy lock is held */
-	int cs = uiw_nocancel_begin();
 	in_proxy = true;
 	if (park)
 		atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
@@ -578,7 +567,6 @@ void uiw_engine_proxy(bool park)
 		run_kicks(ROLE_POLLER);
 	in_proxy = false;
 	pthread_rwlock_unlock(&engine.proxy_lock);
-	uiw_nocancel_end(cs);
 }
 
 /* See rdmap/internal.h. */

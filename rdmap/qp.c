@@ -8,6 +8,7 @@
 
 #include "rdmap/internal.h"
 #include "rdmap/stat.h"
+#include "util/thread.h"
 
 static atomic_uint next_qpn = 1;
 
@@ -258,7 +259,9 @@ int uiw_qp_modify(struct uiw_qp *qp, enum uiw_qp_state state)
 		qp->state = UIW_QPS_SQD;
 		qp->closing = true;
 		pthread_mutex_unlock(&qp->lock);
+		int cs = uiw_nocancel_begin(); /* rdmap/internal.h */
 		uiw_progress(qp, PROG_TX, ROLE_POSTER);
+		uiw_nocancel_end(cs);
 		return 0;
 	case UIW_QPS_RESET:
 		pthread_mutex_unlock(&qp->lock);

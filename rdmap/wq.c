@@ -15,6 +15,7 @@
 
 #include "rdmap/internal.h"
 #include "rdmap/stat.h"
+#include "util/thread.h"
 
 static uint32_t pow2(uint32_t v)
 {
@@ -276,8 +277,11 @@ int uiw_qp_post_send(struct uiw_qp *qp, const struct uiw_send_wr *wr, int n, int
 	pthread_mutex_unlock(&qp->lock);
 	if (rc)
 		*bad = i;
-	if (i > 0)
+	if (i > 0) {
+		int cs = uiw_nocancel_begin(); /* a post is no cancellation point */
 		uiw_progress(qp, PROG_TX, ROLE_POSTER);
+		uiw_nocancel_end(cs);
+	}
 	return rc;
 }
 

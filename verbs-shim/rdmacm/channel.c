@@ -73,7 +73,7 @@ static void channel_free(struct cm_channel *c)
 	struct cm_channel *old;
 	int cs;
 
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	cs = uiw_nocancel_begin();
 	for (e = c->head; e; e = n) {
 		n = e->next;
 		free(e);
@@ -89,7 +89,7 @@ static void channel_free(struct cm_channel *c)
 	quarantine_next = (quarantine_next + 1) % CHANNEL_QUARANTINE;
 	pthread_mutex_unlock(&cm_lock);
 	free(old);
-	pthread_setcancelstate(cs, NULL);
+	uiw_nocancel_end(cs);
 }
 
 void cm_channel_ref_locked(struct cm_channel *c)
@@ -329,21 +329,16 @@ static int get_event_held(struct cm_channel *c, struct rdma_cm_event **event)
 	return ret;
 }
 
-/* How long a call on an already destroyed blocking channel waits before
- * it fails (ns): longer than a process takes from destroying its channel to
- * exiting. */
-#define LATE_CALLER_WAIT_NS (2000ull * 1000 * 1000)
-
-/* A call that came after its channel was destroyed: waits in nanosleep
- * (a cancellation point) for LATE_CALLER_WAIT_NS, then EINVAL. */
+/* A call that came after its channel was destroyed: waits 2 s in
+ * nanosleep (a cancellation point; longer than a process takes from
+ * destroying its channel to exiting; a signal ends it sooner), then
+ * EINVAL. The timespec is static: no ASan-poisoned stack slot is left
+ * behind when a cancel unwinds this frame. */
 static int late_caller(void)
 {
-	/* static: no ASan-poisoned stack slot left behind when a cancel unwinds
-	 * this frame */
-	static const struct timespec nap = {0, 10 * 1000 * 1000};
+	static const struct timespec wait = {2, 0};
 
-	for (unsigned i = 0; i < LATE_CALLER_WAIT_NS / (10 * 1000 * 1000); i++)
-		nanosleep(&nap, NULL);
+	nanosleep(&wait, NULL);
 	errno = EINVAL;
 	return -1;
 }
