@@ -162,6 +162,14 @@ int uiw_qp_attach_driven(struct uiw_qp *qp, struct uiw_stream *s, const struct m
  * mapper (iwpmd, UDP 3935): ask first, fall back to the application's port
  * on reject, no mapper or a short timeout (docs/iwpm.md). The query's time
  * counts against the connect timeout. */
+/* Sleeps us microseconds, resumed after a signal. */
+static void sleep_us(int us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 /* Counts and logs a connect that failed at step (TCP connect, MPA, RTR)
  * with -errno rc; rejected: the peer's MPA Reply rejected it. */
 static void connect_failed(struct uiw_qp *qp, const struct sockaddr *dst, const char *step, int rc,
@@ -315,6 +323,12 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		info->initiator_depth = clamp8(reply->ird);
 	}
 	free(reply);
+	/* UIWARP_MPA_RTR_DELAY_US: a responder that reads its socket only some
+	 * time after sending the Reply (kernel siw's accept race, docs/interop.md
+	 * siw bug 1) gets that time before the RTR or the first ULP FPDU; the
+	 * connection is reported established only after it. */
+	if (cfg->rtr_delay_us > 0)
+		sleep_us(cfg->rtr_delay_us);
 	rc = qp_attach(qp, s, &neg);
 	if (rc) {
 		s->ops->destroy(s);

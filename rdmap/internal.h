@@ -41,6 +41,7 @@ struct uiw_config {
 	struct uiw_tls_opts tls; /* UIWARP_TLS* (stream/tls.c) */
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
+	int rtr_delay_us;     /* initiator: wait this long (us) after the MPA Reply */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
 	int poll_yield_us;    /* an empty poll this long after the last CQE yields (us), -1 never */
 	int poll_nap_us;      /* ... and this long naps UIW_POLL_NAP_NS (us), -1 never */

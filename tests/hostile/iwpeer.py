@@ -570,6 +570,7 @@ def cmd_responder(host, port, timeout=20.0):
     ow = V2_RTR_WRITE | 4 if req.rtr_write else (V2_RTR_READ | 4)
     pd = struct.pack(">HH", V2_P2P | 4, ow)
     s.sendall(mpa_frame(KEY_REP, (F_C if crc else 0) | F_E, 2, pd))
+    t_reply = time.monotonic()
     n = 0
     while True:
         try:
@@ -577,7 +578,9 @@ def cmd_responder(host, port, timeout=20.0):
         except EOFError:
             break
         n += 1
-        print("FPDU crc_ok=%d %s" % (f.crc_ok, Ddp(f.ulpdu)), flush=True)
+        # ms: when the FPDU was read, counted from the Reply's send
+        print("FPDU crc_ok=%d ms=%.1f %s" % (f.crc_ok, (time.monotonic() - t_reply) * 1e3,
+                                             Ddp(f.ulpdu)), flush=True)
     s.close()
     ls.close()
     print("DONE fpdus=%d" % n, flush=True)
