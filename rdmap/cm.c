@@ -456,6 +456,14 @@ static void listener_leave(struct uiw_listener *l)
 		listener_free(l);
 }
 
+/* True when the peer of a stream that is still ours to answer has already
+ * closed it or reset it (FIN or RST read, or a socket error pending). */
+static bool peer_gone(struct uiw_stream *s)
+{
+	struct pollfd p = {.fd = uiw_stream_fd(s), .events = POLLIN | POLLRDHUP};
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP));
+}
+
 int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_conn_req **out,
 			     struct uiw_conn_info *info)
 {
@@ -534,6 +542,22 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 				char t[128];
 				uiw_log(UIW_LOG_WARN, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
 					"%s", refuse);
+			}
+			s->ops->destroy(s);
+			free(cr);
+			continue;
+		}
+		/* an initiator that reset or closed its stream right after
+		 * its Request (it sends nothing else before our Reply, RFC
+		 * 5044 §7.1.1) is gone before the application could accept:
+		 * dropped like a request that never completed, not handed up
+		 * as one whose rdma_accept must fail */
+		if (peer_gone(s)) {
+			if (uiw_log_on(UIW_LOG_INFO)) {
+				char t[128];
+				uiw_log(UIW_LOG_INFO, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
+					"MPA request dropped: the initiator closed or reset the "
+					"connection right after it");
 			}
 			s->ops->destroy(s);
 			free(cr);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""persistent_abort.py UIWARP_RUN RPING: an unmodified persistent rping
-server (rping -s -P) over uiwarp keeps serving after clients that give up at
-every point of connection setup (issue 13):
+"""persistent_abort.py UIWARP_RUN RPING [ucmatose|rdma_server PROGRAM]: an
+unmodified persistent rping server (rping -s -P) over uiwarp keeps serving
+after clients that give up at every point of connection setup (issue 13):
 
   connect_close  TCP connect, then FIN (no MPA Request)
   partial_req    half an MPA Request, then RST
@@ -10,13 +10,27 @@ every point of connection setup (issue 13):
                  rdma_accept happen meanwhile), then RST
   rep_rst        Request, read the Reply, RST instead of the RTR (P2P)
   rep_close      Request, read the Reply, FIN instead of the RTR
+  garbled        20 bytes that are no MPA Request, then FIN
 
 Each kind three times; after each the server must still run. Then two real
 rping clients (-C 3 -v) must pass, and the server still run. The kernel's
 iWARP CM reports nothing for a request that never completed, and a failed
 rdma_accept or DISCONNECTED for one the application already saw; a
 CONNECT_ERROR makes rping -P exit (its cm thread exits on any handler
-error). Loopback only; every wait bounded. Exit 0 pass, 1 fail."""
+error).
+
+With `ucmatose PATH` or `rdma_server PATH` the server is that program
+instead (ucmatose -c 2, rdma_server: each serves its connections and ends):
+the clients that never complete a request (connect_close, partial_req,
+garbled) must leave it serving the real client that comes next (ucmatose -s
+/ rdma_client; both must succeed). A client that resets after its request
+reached the application (req_wait_rst ...) makes rdma_accept fail or the
+connection end, as on the kernel's iWARP CM, and both programs end then by
+design (not tested). req_rst is not tested here either: uiwarp drops a
+request whose initiator has already reset when it is read, but an RST that
+comes a moment later still meets the application's rdma_accept (measured:
+1 such run in 12 of 3 req_rst each). Loopback only; every wait
+bounded. Exit 0 pass, 1 fail."""
 import os
 import signal
 import socket
@@ -50,7 +64,10 @@ def rst_close(s):
     s.close()
 
 
-KINDS = ("connect_close", "partial_req", "req_rst", "req_wait_rst", "rep_rst", "rep_close")
+KINDS = ("connect_close", "partial_req", "req_rst", "req_wait_rst", "rep_rst", "rep_close",
+         "garbled")
+# before the application could see a request (the single-connection servers)
+EARLY_KINDS = ("connect_close", "partial_req", "garbled")
 
 
 def wait_listen(port, srv, secs=10):
@@ -84,6 +101,11 @@ def abort(port, kind):
     if kind == "connect_close":
         s.close()
         return
+    if kind == "garbled":
+        s.sendall(b"MPA ID Rsq Frame\x40\x01\x00\x00")
+        time.sleep(0.05)
+        s.close()
+        return
     if kind == "partial_req":
         s.sendall(req[:len(req) // 2])
         time.sleep(0.05)
@@ -106,8 +128,57 @@ def abort(port, kind):
         s.close()
 
 
+def single_server(run, kind_name, prog):
+    """ucmatose / rdma_server: the early aborts, then one real client."""
+    port = free_port()
+    if kind_name == "ucmatose":
+        srv_cmd = [prog, "-p", str(port), "-c", "2"]
+        cli_cmd = [prog, "-s", "127.0.0.1", "-p", str(port), "-c", "2"]
+        ok_line = "return status 0"
+    else:
+        srv_cmd = [prog, "-p", str(port)]
+        cli_cmd = [os.path.join(os.path.dirname(prog), "rdma_client"), "-s", "127.0.0.1", "-p",
+                   str(port)]
+        ok_line = "end 0"
+    rc = 1
+    for kind in EARLY_KINDS:
+        log = open("/tmp/persistent_abort.%d.log" % os.getpid(), "w+")
+        srv = subprocess.Popen(["timeout", "60", run] + srv_cmd, stdout=log,
+                               stderr=subprocess.STDOUT)
+        try:
+            wait_listen(port, srv)
+            for _ in range(3):
+                abort(port, kind)
+            time.sleep(0.5)
+            if srv.poll() is not None:
+                raise SystemExit("FAIL: %s exited (%s) after 3 x %s" %
+                                 (kind_name, srv.returncode, kind))
+            c = subprocess.run(["timeout", "30", run] + cli_cmd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=40)
+            out = c.stdout.decode(errors="replace")
+            if c.returncode != 0 or ok_line not in out:
+                raise SystemExit("FAIL: the %s client after 3 x %s (exit %d):\n%s" %
+                                 (kind_name, kind, c.returncode, out))
+            srv.wait(20)
+            log.seek(0)
+            sout = log.read()
+            if srv.returncode != 0 or ok_line not in sout:
+                raise SystemExit("FAIL: %s after 3 x %s and a client (exit %s):\n%s" %
+                                 (kind_name, kind, srv.returncode, sout[-2000:]))
+            print("ok: %s served a client after 3 x %s" % (kind_name, kind))
+        finally:
+            stop(srv)
+            log.close()
+            os.unlink(log.name)
+    rc = 0
+    print("PASS")
+    return rc
+
+
 def main():
     run, rping = sys.argv[1], sys.argv[2]
+    if len(sys.argv) > 4:
+        return single_server(run, sys.argv[3], sys.argv[4])
     port = free_port()
     log = open("/tmp/persistent_abort.%d.log" % os.getpid(), "w+")
     srv = subprocess.Popen(["timeout", "120", run, rping, "-s", "-P", "-a", "127.0.0.1", "-p",

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -215,6 +217,53 @@ static void test_srq_shared_by_two_qps(void **state)
 	free(rbuf);
 }
 
+/* Connects to addr and sends a valid MPA v2 Request (CRC, P2P, Write RTR);
+ * with rst, resets the connection right after it. Returns the socket (-1
+ * after a reset). */
+static int raw_request(const struct sockaddr_storage *addr, bool rst)
+{
+	static const uint8_t req[] = {'M', 'P', 'A', ' ', 'I',	'D', ' ', 'R', 'e',  'q', ' ',	'F',
+				      'r', 'a', 'm', 'e', 0x50, 2,   0,	  4,   0x80, 4,	  0x80, 4};
+	int fd = socket(addr->ss_family, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof(struct sockaddr_in)), 0);
+	assert_int_equal(send(fd, req, sizeof(req), 0), (ssize_t)sizeof(req));
+	if (!rst)
+		return fd;
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(fd);
+	return -1;
+}
+
+/* A request whose initiator reset (or closed) the connection before the
+ * listener read it is dropped, not handed to the application as one whose
+ * accept must fail (issue 13); the next one is handed over. */
+static void test_request_of_gone_peer_dropped(void **state)
+{
+	(void)state;
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct uiw_listener *l;
+	struct sockaddr_storage addr;
+	assert_int_equal(uiw_listen((struct sockaddr *)&sin, 8, &l), 0);
+	uiw_listener_addr(l, &addr);
+	(void)raw_request(&addr, true);
+	int fd = raw_request(&addr, false);
+	shutdown(fd, SHUT_WR); /* a FIN after the request: gone too */
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	nanosleep(&ts, NULL); /* both wait in the accept queue, FIN / RST read */
+	struct uiw_conn_req *req = NULL;
+	struct uiw_conn_info info;
+	assert_int_equal(uiw_listener_get_request(l, 300, &req, &info), -ETIMEDOUT);
+	close(fd);
+	fd = raw_request(&addr, false);
+	assert_int_equal(uiw_listener_get_request(l, 5000, &req, &info), 0);
+	assert_non_null(req);
+	uiw_reject(req, NULL, 0);
+	close(fd);
+	uiw_listener_close(l);
+}
+
 int main(void)
 {
 	setenv("UIWARP_RFC7306", "1", 1);
@@ -223,6 +272,7 @@ int main(void)
 	    cmocka_unit_test(test_write_with_imm),
 	    cmocka_unit_test(test_atomics),
 	    cmocka_unit_test(test_srq_shared_by_two_qps),
+	    cmocka_unit_test(test_request_of_gone_peer_dropped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
