@@ -23,7 +23,7 @@
 # comes 1.5 s after the connection is up. Each end that lives must print
 # result=PASS (fault_peer's checks) and its DISCONNECTED event must come
 # within the bound + 10 % + 400 ms of scheduling slack of the fault (3700
-# ms; dead_peer.sh's measure), its exit within 1 s after that. The
+# ms; dead_peer.sh's measure; 1000 ms of slack, 4300 ms, in the ASan tree), its exit within 1 s after that. The
 # harness also checks across the ends: in write mode the client's credits
 # (Writes the server checked) never exceed what the server verified, and
 # the transfer made progress before the fault. Root, iproute2 and (oneway)
@@ -41,7 +41,11 @@ uiw_need_run
 BOUND=3000
 export UIWARP_DEAD_PEER_MS=$BOUND UIWARP_LOG=info
 GOAL=$((BOUND * 11 / 10))
-MAX_DETECT=$((GOAL + 400))
+# scheduling slack: 400 ms; 1000 ms in the sanitized tree (UIW_SANITIZED=1),
+# where one of ~100 oneway runs under a loaded CI took 3842 ms
+SLACK=400
+[ "${UIW_SANITIZED:-0}" = 1 ] && SLACK=1000
+MAX_DETECT=$((GOAL + SLACK))
 FAULT_AT=1.5
 
 expect=fault secs=30
