@@ -31,11 +31,22 @@ il_skip() {
 	exit 77
 }
 
+# Sends signal SIG to those of IL_PIDS that are still children of this
+# shell: a job that ended was reaped by bash and its PID may belong to
+# another program by now (pid_max 32768 wraps within a matrix run; a plain
+# kill of every recorded PID once killed another session's daemons).
+il_kill_ours() { # SIG
+	local p
+	for p in "${IL_PIDS[@]}"; do
+		[ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$$" ] && kill "-$1" "$p" 2>/dev/null
+	done
+}
+
 il_cleanup() {
-	local rc=$? p
-	for p in "${IL_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	local rc=$?
+	il_kill_ours TERM
 	sleep 0.5
-	for p in "${IL_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	il_kill_ours KILL
 	if [ "$IL_BOOTED" = 1 ] && [ "${UIWARP_LAB_KEEP:-0}" != 1 ]; then
 		il_log "stopping the lab guest we booted"
 		"$LAB/stop.sh" --netns >/dev/null 2>&1
