@@ -9,6 +9,8 @@
  * | UIWARP_MPA_TIMEOUT_MS | 10000   | wait for the peer's MPA request / reply / RTR  |
  * | UIWARP_CONNECT_TIMEOUT_MS | 10000 | TCP connect timeout                          |
  * | UIWARP_CONNECT_RETRY_MS | 250   | retry a refused TCP connect this long (0: no) |
+ * | UIWARP_RQ_WAIT_MS     | 100     | a Send that finds no receive WR waits this    |
+ * |                       |         | long for one before the Terminate (0: none)    |
  * | UIWARP_MPA_RTR_DELAY_US | 0     | initiator: wait this long (µs) after the MPA  |
  * |                       |         | Reply before the first FPDU (slow siw peers)   |
  * | UIWARP_TCP_CONGESTION | (system) | TCP congestion control for uiwarp's sockets   |
@@ -82,6 +84,8 @@ static void config_load(void)
 	cfg.connect_timeout_ms = t > 0 ? (int)t : 10000;
 	t = env_long("UIWARP_CONNECT_RETRY_MS", 250);
 	cfg.connect_retry_ms = t >= 0 && t <= 60000 ? (int)t : 250;
+	t = env_long("UIWARP_RQ_WAIT_MS", 100);
+	cfg.rq_wait_ms = t >= 0 && t <= 60000 ? (int)t : 100;
 	t = env_long("UIWARP_MPA_RTR_DELAY_US", 0);
 	cfg.rtr_delay_us = t > 0 && t <= 10000000 ? (int)t : 0;
 	cfg.mpa.rfc7306 = env_long("UIWARP_RFC7306", 0) != 0;

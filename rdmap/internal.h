@@ -42,6 +42,7 @@ struct uiw_config {
 	int connect_timeout_ms;
 	int connect_retry_ms; /* retry a refused TCP connect this long (ms), 0 never */
 	int rtr_delay_us;     /* initiator: wait this long (us) after the MPA Reply */
+	int rq_wait_ms;	      /* a Send finding no receive WR waits this long for one (ms) */
 	int spin_us;	      /* the engine busy-polls this long (us) before sleeping */
 	int poll_yield_us;    /* an empty poll this long after the last CQE yields (us), -1 never */
 	int poll_nap_us;      /* ... and this long naps UIW_POLL_NAP_NS (us), -1 never */
@@ -260,8 +261,10 @@ enum conn_phase {
 
 /* Receive state machine (rx.c). */
 enum rx_state {
-	RX_HDR,	   /* waiting for the next segment's header */
-	RX_PLACE,  /* placing the current segment's payload */
+	RX_HDR,	  /* waiting for the next segment's header */
+	RX_BEGIN, /* header read: validating it, choosing the target (a Send may wait for a receive)
+		   */
+	RX_PLACE, /* placing the current segment's payload */
 	RX_FINISH, /* placed and checked: completing it (may wait for the send side) */
 	RX_DRAIN,  /* after a Terminate: reading and dropping */
 	RX_DONE,   /* the stream is finished with */
@@ -381,8 +384,10 @@ struct uiw_qp {
 	bool rx_expect_send_rtr;    /* responder: first FPDU is a zero-length Send RTR */
 	struct uiw_mr_int *rx_mr;   /* cached MR of the last tagged segment */
 	uint8_t rx_body[RDMAP_TERM_MAX_PAYLOAD + 64]; /* a control message's body */
-	uint64_t rx_drain_end; /* RX_DRAIN: stop reading at this time (0: not yet set) */
-	uint64_t rx_stall_end; /* RX_FINISH waiting for IRD room: give up then */
+	uint64_t rx_drain_end;	   /* RX_DRAIN: stop reading at this time (0: not yet set) */
+	uint64_t rx_stall_end;	   /* RX_FINISH waiting for IRD room: give up then */
+	uint64_t rx_rq_wait_end;   /* RX_BEGIN: a Send waiting for a receive WR gives up then */
+	atomic_bool rx_rq_waiting; /* ... and a post to the RQ should run progress */
 
 	struct uiw_term_info term;	    /* qp->lock */
 	enum uiw_close_reason close_reason; /* qp->lock; the first one wins */
@@ -464,7 +469,9 @@ struct uiw_term {
  * the send side, and switches the receive side to draining. The close
  * completes in progress (tx sends it, then FIN; rx reads and drops what the
  * peer still sends for a bounded time; then UIW_QP_EV_TERMINATE and
- * DISCONNECTED). rx_lock holder. */
+ * DISCONNECTED). After a local abort (the QP moved to ERR by the
+ * application, qp->aborted) nothing is queued: receiving just ends.
+ * rx_lock holder. */
 void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t);
 /* The Terminate path for an error the send side finds (the source of a
  * Read Response is no longer mapped, tx.c): as uiw_terminate, but the

@@ -462,6 +462,7 @@ struct uiw_qp_stats {
 	uint64_t tx_fpdus, tx_bytes, tx_syscalls;
 	uint64_t rx_fpdus, rx_bytes, rx_syscalls;
 	uint64_t terminates_sent, terminates_recv;
+	uint64_t rq_waits; /* Sends that found no receive WR and waited (UIWARP_RQ_WAIT_MS) */
 };
 void uiw_qp_get_stats(struct uiw_qp *qp, struct uiw_qp_stats *out);
 

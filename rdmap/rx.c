@@ -25,8 +25,14 @@
  * responses still going out waits for them (see ird_full). */
 #define IRD_INFLIGHT_WAIT_NS (200ull * 1000 * 1000)
 
+/* While a Send that finds no receive WR waits for one (UIWARP_RQ_WAIT_MS),
+ * the receive side looks again this often (an SRQ's post does not know the
+ * QP; a post to the QP's own RQ runs progress at once). */
+#define RQ_WAIT_POLL_NS (1000ull * 1000)
+
 /* A row's begin and finish: 0, or -EPROTO with *t filled (Terminate);
- * finish may also return -EAGAIN (call again later) or RX_STOPPED. */
+ * either may also return -EAGAIN (call again later: the stream is left
+ * unread meanwhile), finish RX_STOPPED. */
 #define RX_STOPPED 1
 typedef int (*rx_fn)(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t);
 
@@ -186,6 +192,30 @@ static int read_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 
 /* ------------------------------------------------------------------ Send */
 
+/* A Send found no receive WR (RFC 5041 §7.2 makes that an error): before
+ * the Terminate it waits UIWARP_RQ_WAIT_MS for the application to post one
+ * (an application that posts its receives just after the message that
+ * makes the peer send: libiscsi's full-feature buffers). Meanwhile the
+ * stream is not read, as a slow receiver's. True while it waits (a
+ * deadline set to look again), false once the wait is over. */
+static bool rq_wait(struct uiw_qp *qp)
+{
+	int ms = uiw_config_get()->rq_wait_ms;
+	if (ms <= 0)
+		return false;
+	uint64_t now = uiw_now_ns();
+	if (!qp->rx_rq_wait_end) {
+		qp->rx_rq_wait_end = now + (uint64_t)ms * 1000000u;
+		qp->stats.rq_waits++;
+	}
+	if (now >= qp->rx_rq_wait_end)
+		return false;
+	atomic_store(&qp->rx_rq_waiting, true);
+	uint64_t next = now + RQ_WAIT_POLL_NS;
+	uiw_engine_deadline(qp, next < qp->rx_rq_wait_end ? next : qp->rx_rq_wait_end);
+	return true;
+}
+
 static int send_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	struct ddp_queue *q = &qp->rxq[DDP_QN_SEND];
@@ -204,10 +234,15 @@ static int send_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_
 	}
 	pthread_mutex_lock(&qp->lock);
 	bool have = qp->rx_send_active;
-	if (!have && qp->state != UIW_QPS_ERR)
+	bool err = qp->state == UIW_QPS_ERR;
+	if (!have && !err)
 		have = uiw_rq_take(qp); /* the first segment takes a receive WQE */
 	struct rq_wqe *r = &qp->rx_cur;
 	pthread_mutex_unlock(&qp->lock);
+	if (!have && !err && rq_wait(qp))
+		return -EAGAIN;
+	qp->rx_rq_wait_end = 0;
+	atomic_store(&qp->rx_rq_waiting, false);
 	if (!have)
 		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER),
 			    s);
@@ -861,7 +896,8 @@ void uiw_rx_reset(struct uiw_qp *qp)
 		qp->rxq[i] = (struct ddp_queue){.msn = 1, .mo = 0};
 	qp->rx_send_active = false;
 	qp->rx_write_len = qp->rx_last_write_len = 0;
-	qp->rx_drain_end = qp->rx_stall_end = 0;
+	qp->rx_drain_end = qp->rx_stall_end = qp->rx_rq_wait_end = 0;
+	atomic_store(&qp->rx_rq_waiting, false);
 }
 
 /* See rdmap/internal.h. */
@@ -929,7 +965,15 @@ int uiw_rx_run(struct uiw_qp *qp, size_t budget)
 				continue;
 			}
 			qp->rx_op = op;
-			if (op->begin(qp, s, &t) < 0) {
+			qp->rx_state = RX_BEGIN;
+			continue;
+		}
+		case RX_BEGIN: {
+			const struct rx_op *op = qp->rx_op;
+			int r = op->begin(qp, s, &t);
+			if (r == -EAGAIN)
+				return r;
+			if (r < 0) {
 				uiw_terminate(qp, &t);
 				continue;
 			}

@@ -417,8 +417,14 @@ void uiw_stat_qp_ended(struct uiw_qp *qp, enum uiw_close_reason why)
 	struct uiw_stat_qp *s = qp->stat->s;
 	UIW_STAT_SET(s->close_reason, (uint32_t)why);
 	UIW_STAT_SET(s->conn, UIW_STAT_CLOSED);
+	/* the application's own close (a graceful one, or its abort: ERR
+	 * by ibv_modify_qp, as Ceph closes every connection) is no warning;
+	 * a send WR that failed locally is logged as fatal on its own */
 	uiw_qp_log(qp,
-		   why == UIW_CLOSE_GRACEFUL || why == UIW_CLOSE_NONE ? UIW_LOG_INFO : UIW_LOG_WARN,
+		   why == UIW_CLOSE_GRACEFUL || why == UIW_CLOSE_NONE ||
+			   why == UIW_CLOSE_LOCAL_ABORT
+		       ? UIW_LOG_INFO
+		       : UIW_LOG_WARN,
 		   "disconnected (%s): sent %llu FPDUs / %llu bytes, received %llu FPDUs / %llu "
 		   "bytes",
 		   uiw_close_reason_name(why), (unsigned long long)atomic_load(&s->c.tx_fpdus),

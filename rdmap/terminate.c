@@ -38,10 +38,17 @@ size_t uiw_term_build(const struct uiw_term *t, uint8_t *out)
 }
 
 /* Records the error, queues the Terminate (the first one only) and moves
- * the QP to ERR. Returns whether it was the first. */
-static bool term_queue(struct uiw_qp *qp, const struct uiw_term *t)
+ * the QP to ERR. Returns 1 when it was the first, 0 when one was queued
+ * before, -1 when the stream was aborted locally first (the application
+ * moved the QP to ERR, or a send WR failed locally): what the peer still
+ * sends then is no error of the peer's, nothing is queued or reported. */
+static int term_queue(struct uiw_qp *qp, const struct uiw_term *t)
 {
 	pthread_mutex_lock(&qp->lock);
+	if (qp->aborted && !qp->terminated) {
+		pthread_mutex_unlock(&qp->lock);
+		return -1;
+	}
 	bool first = !qp->terminated;
 	qp->terminated = true;
 	uiw_qp_set_close_reason(qp, UIW_CLOSE_TERMINATE);
@@ -65,7 +72,11 @@ static bool term_queue(struct uiw_qp *qp, const struct uiw_term *t)
 /* See rdmap/internal.h. */
 void uiw_terminate(struct uiw_qp *qp, const struct uiw_term *t)
 {
-	bool first = term_queue(qp, t);
+	int first = term_queue(qp, t);
+	if (first < 0) {
+		qp->rx_state = RX_DONE; /* aborted: stop reading */
+		return;
+	}
 	qp->rx_state = first ? RX_DRAIN : RX_DONE;
 	qp->rx_drain_end = 0; /* set once the Terminate is out (progress.c) */
 	atomic_fetch_or(&qp->pending, PROG_TX);

@@ -349,6 +349,12 @@ int uiw_qp_post_recv(struct uiw_qp *qp, const struct uiw_recv_wr *wr, int n, int
 	pthread_mutex_unlock(&qp->lock);
 	if (rc)
 		*bad = i;
+	/* a Send waits for a receive WR (rx.c rq_wait): take it up now */
+	if (i > 0 && atomic_load(&qp->rx_rq_waiting)) {
+		int cs = uiw_nocancel_begin(); /* a post is no cancellation point */
+		uiw_progress(qp, PROG_RX, ROLE_POSTER);
+		uiw_nocancel_end(cs);
+	}
 	return rc;
 }
 

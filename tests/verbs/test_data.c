@@ -1204,6 +1204,68 @@ static void test_srq_limit(void **state)
 	expect_no_async(f, "armed then disarmed with 0");
 }
 
+/* A Send that finds no receive WR waits UIWARP_RQ_WAIT_MS (100 ms by
+ * default) for one instead of ending the connection at once: b posts its
+ * receive 30 ms after a's Send arrived (on its own RQ, or its SRQ); both
+ * complete, the data is b's, no async event, and b's QP counted the wait. */
+static void send_then_late_recv(struct fix *f)
+{
+	struct ibv_wc wc;
+	struct uiw_qp_stats st;
+	struct timespec ts = {0, 30 * 1000 * 1000};
+
+	fill(f->a.buf, 200, 7);
+	post_from_a(f, 31, IBV_WR_SEND, 200, 0, 0);
+	nanosleep(&ts, NULL);
+	if (f->srq)
+		post_srq(f, 41, 0);
+	else
+		post_recv(&f->b, 41, 0, 4096);
+	poll1(f->a.cq, &wc);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.wr_id, 31);
+	poll1(f->b.cq, &wc);
+	assert_int_equal(wc.status, IBV_WC_SUCCESS);
+	assert_int_equal(wc.wr_id, 41);
+	assert_int_equal(wc.byte_len, 200);
+	assert_memory_equal(f->b.buf, f->a.buf, 200);
+	uiw_qp_get_stats(shim_qp(f->b.qp)->qp, &st);
+	assert_true(st.rq_waits >= 1);
+	assert_int_equal(st.terminates_sent, 0);
+	expect_no_async(f, "a Send that waited for its receive");
+}
+
+static void test_send_waits_for_recv(void **state)
+{
+	send_then_late_recv(*state);
+}
+
+/* The application moves b's QP to ERR while a Send waits there for a
+ * receive (the way Ceph closes: rdma_disconnect, then ibv_modify_qp(ERR),
+ * with data still coming): b's receive side stops without a Terminate
+ * (nothing the peer did is wrong), no "no buffer" Terminate reaches a, and
+ * b's close reason is the local abort. */
+static void test_err_while_send_waits(void **state)
+{
+	struct fix *f = *state;
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
+	struct uiw_term_info ti;
+	struct timespec ts = {0, 30 * 1000 * 1000};
+	struct ibv_wc wc;
+
+	post_from_a(f, 51, IBV_WR_SEND, 64, 0, 0);
+	nanosleep(&ts, NULL); /* b's receive side waits for a receive WR */
+	assert_int_equal(ibv_modify_qp(f->b.qp, &qa, IBV_QP_STATE), 0);
+	ts.tv_nsec = 200 * 1000 * 1000; /* past UIWARP_RQ_WAIT_MS */
+	nanosleep(&ts, NULL);
+	uiw_qp_term_info(shim_qp(f->b.qp)->qp, &ti);
+	assert_false(ti.valid);
+	uiw_qp_term_info(shim_qp(f->a.qp)->qp, &ti);
+	assert_false(ti.valid);
+	assert_int_equal(uiw_qp_close_reason(shim_qp(f->b.qp)->qp), UIW_CLOSE_LOCAL_ABORT);
+	(void)ibv_poll_cq(f->a.cq, 1, &wc);
+}
+
 /* A Send longer than the receive buffer: b detects a DDP untagged buffer
  * error (message too long), an invalid request: IBV_EVENT_QP_REQ_ERR on b,
  * IBV_EVENT_QP_FATAL on a (it received the Terminate). */
@@ -1236,6 +1298,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_mw_wr_api_send_inv, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_req_err, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_srq_limit, setup_srq, teardown),
+	    cmocka_unit_test_setup_teardown(test_send_waits_for_recv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_send_waits_for_recv, setup_srq, teardown),
+	    cmocka_unit_test_setup_teardown(test_err_while_send_waits, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
