@@ -24,7 +24,10 @@
 # buffer counts), FAULT=1 (after the data check: a 20 s rados bench rand
 # while osd.1 then osd.0 are marked down, FAULT_ROUNDS times; each rebinds
 # and its connections are made again under load; then active+clean again
-# and a second data check), UP_TIMEOUT, BENCH_SECS, DEBUG_MS (default 1).
+# and a second data check), CYCLES=N (at the end: N rados connections from
+# namespace B, each reading an object; every one must succeed and no fatal
+# QP event or Terminate may be logged), UP_TIMEOUT, BENCH_SECS, DEBUG_MS
+# (default 1).
 set -u
 UIWARP_RUN=${1:?usage: ceph.sh UIWARP_RUN posix|rdma}
 MODE=${2:?usage: ceph.sh UIWARP_RUN posix|rdma}
@@ -300,6 +303,21 @@ if [ "${FAULT:-0}" = 1 ]; then
 	fdata=$(data_check $NSB $NSA check2.obj)
 	log "after fault: data check $fdata"
 	echo "FAULT mode=$MODE bench=${F:-fail} reup=$reup data=$fdata" | tee -a "$SUM"
+fi
+if [ "${CYCLES:-0}" -gt 0 ]; then
+	# connection cycles: each rados call (B, the other namespace than the
+	# mon and osd.0) connects to the mon and the OSDs, reads the object of
+	# the data check, and disconnects; every one must succeed, and no
+	# process may log a fatal QP event
+	cf=0
+	t1=$(date +%s)
+	for ((k = 1; k <= CYCLES; k++)); do
+		CTO=30 C $NSB rados -p bench stat check.obj >/dev/null 2>>"$OUT/cycles.stderr" || cf=$((cf + 1))
+	done
+	fatal=$(cat "$OUT"/*.log "$OUT"/*.stderr 2>/dev/null | grep -c -E 'catastrophic|QP_FATAL|Terminate (sent|received)')
+	log "cycles: $CYCLES rados connections from B, $cf failed, $fatal fatal QP events / Terminates logged, $(($(date +%s) - t1)) s"
+	echo "CYCLES mode=$MODE n=$CYCLES failed=$cf fatal=$fatal" | tee -a "$SUM"
+	[ "$cf" = 0 ] && [ "$fatal" = 0 ] || data=fail
 fi
 CTO=30 CEPH -s > "$OUT/status-end.txt" 2>&1
 CTO=30 CEPH health detail >> "$OUT/status-end.txt" 2>&1
