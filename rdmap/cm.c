@@ -149,6 +149,14 @@ int uiw_qp_attach_driven(struct uiw_qp *qp, struct uiw_stream *s, const struct m
 	return 0;
 }
 
+/* Sleeps us microseconds, resumed after a signal. */
+static void sleep_us(int us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 /* A refused TCP connect is retried (UIWARP_CONNECT_RETRY_MS, default
  * 250 ms, 0: never) before it is reported as refused. Some programs tell the
  * peer their rdma_cm port before they listen on it (qperf 0.4.11's
@@ -162,14 +170,6 @@ int uiw_qp_attach_driven(struct uiw_qp *qp, struct uiw_stream *s, const struct m
  * mapper (iwpmd, UDP 3935): ask first, fall back to the application's port
  * on reject, no mapper or a short timeout (docs/iwpm.md). The query's time
  * counts against the connect timeout. */
-/* Sleeps us microseconds, resumed after a signal. */
-static void sleep_us(int us)
-{
-	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
-
 /* Counts and logs a connect that failed at step (TCP connect, MPA, RTR)
  * with -errno rc; rejected: the peer's MPA Reply rejected it. */
 static void connect_failed(struct uiw_qp *qp, const struct sockaddr *dst, const char *step, int rc,

@@ -261,10 +261,9 @@ enum conn_phase {
 
 /* Receive state machine (rx.c). */
 enum rx_state {
-	RX_HDR,	  /* waiting for the next segment's header */
-	RX_BEGIN, /* header read: validating it, choosing the target (a Send may wait for a receive)
-		   */
-	RX_PLACE, /* placing the current segment's payload */
+	RX_HDR,	   /* waiting for the next segment's header */
+	RX_BEGIN,  /* header read: checking it, choosing the target (a Send may wait) */
+	RX_PLACE,  /* placing the current segment's payload */
 	RX_FINISH, /* placed and checked: completing it (may wait for the send side) */
 	RX_DRAIN,  /* after a Terminate: reading and dropping */
 	RX_DONE,   /* the stream is finished with */

@@ -241,8 +241,10 @@ static int send_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_
 	pthread_mutex_unlock(&qp->lock);
 	if (!have && !err && rq_wait(qp))
 		return -EAGAIN;
-	qp->rx_rq_wait_end = 0;
-	atomic_store(&qp->rx_rq_waiting, false);
+	if (qp->rx_rq_wait_end) { /* the wait is over (not on every Send) */
+		qp->rx_rq_wait_end = 0;
+		atomic_store(&qp->rx_rq_waiting, false);
+	}
 	if (!have)
 		return fail(t, TERM(RDMAP_LAYER_DDP, DDP_ETYPE_UNTAGGED, DDP_UNTAGGED_NO_BUFFER),
 			    s);
