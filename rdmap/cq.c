@@ -189,6 +189,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	uint64_t now = uiw_now_ns();
 	atomic_store_explicit(&cq->last_poll_ns, now, memory_order_relaxed);
 	int k = cq_pop(cq, n, wc);
+	unsigned pushes = uiw_tx_thread_pushes();
 	if (k < n) {
 		cq_progress(cq);
 		k += cq_pop(cq, n - k, wc + k);
@@ -197,6 +198,13 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
 		tl_empty_since_ns = 0;
 		return k;
+	}
+	if (uiw_tx_thread_pushes() != pushes) {
+		/* this poll sent something (a Read Response: the peer waits
+		 * for it): the thread is not spinning on nothing, it naps
+		 * only after nap_ns without sending either */
+		tl_empty_since_ns = 0;
+		return 0;
 	}
 	if (!tl_empty_since_ns || now - tl_empty_last_ns > UIW_POLL_SPIN_NS)
 		tl_empty_since_ns = now; /* a new run of empty polls */
@@ -208,12 +216,13 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		 * sees no completion for the whole transfer): the
 		 * thread sleeps UIW_POLL_NAP_NS per poll instead of spinning,
 		 * so a host with few cores gives that CPU to the threads doing
-		 * the work (the sender, the cipher). Its next poll does what
-		 * came meanwhile in one pass; the engine stays parked, as the
-		 * poller is back within PARK_NS (progress.c) */
-		struct timespec ts = {.tv_sec = 0, .tv_nsec = UIW_POLL_NAP_NS};
+		 * the work (the sender, the cipher). A stream's event ends the
+		 * nap at once (a Read Request waits for no timer: ib_read_lat's
+		 * responder naps for the whole test) and the next poll does it;
+		 * the engine stays parked, as the poller is back within PARK_NS
+		 * (progress.c) */
 		int cs = uiw_nocancel_begin(); /* ibv_poll_cq is none */
-		nanosleep(&ts, NULL);
+		uiw_engine_nap(UIW_POLL_NAP_NS);
 		uiw_nocancel_end(cs);
 	} else if (cq->yield_ns >= 0 && idle > (uint64_t)cq->yield_ns) {
 		/* A busy-polling thread that has found nothing for a while

@@ -237,6 +237,13 @@ void uiw_engine_proxy(bool park);
 /* A poller stops polling (it arms a CQ to sleep on its channel): the
  * engine thread takes the streams back at once. */
 void uiw_engine_unpark(void);
+/* A poller that has found nothing for a long while naps (cq.c): sleeps up
+ * to ns (nanoseconds, < 1 s) or until a stream of the engine's set has an
+ * event, whichever comes first, so what arrives meanwhile (a Read Request
+ * to answer, a Write to place) waits for no timer; the engine stays
+ * parked, as the napper is back within PARK_NS. No error: an interrupted
+ * or failed wait just returns early. */
+void uiw_engine_nap(uint64_t ns);
 /* Asks the engine thread to run progress on qp soon (what: PROG_*). */
 void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
 /* Sets (ns > 0: absolute CLOCK_MONOTONIC time) or clears (0) qp's one
@@ -421,6 +428,10 @@ void uiw_qp_report(struct uiw_qp *qp, enum uiw_qp_event ev);
  * tx.c, "Doorbell batching"). tx_lock holder. Returns 0, or -errno when the stream failed (the
  * caller ends the connection). */
 int uiw_tx_run(struct uiw_qp *qp, enum prog_role role);
+/* How many batches the calling thread has handed to a stream (any QP),
+ * wrapping: cq.c tells a poller that answers the peer (Read Responses)
+ * from one that only watches. */
+unsigned uiw_tx_thread_pushes(void);
 /* Sends the RTR of an initiator (RFC 6581 §4) before the engine takes the
  * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);

@@ -50,6 +50,13 @@
  * recently, the engine thread sleeps (parks) and leaves the streams to
  * the pollers. */
 #define PARK_NS (200ull * 1000)
+/* A parked engine looks again after PARK_NS, then after twice as long each
+ * time it finds the pollers still there, up to PARK_MAX_NS: a steady
+ * poller is not preempted by the engine's wake-up every PARK_NS (on a host
+ * with few cores each one delays a poll by tens of us: ib_read_lat's 90th
+ * percentile), and a poller that stops without arming its CQ leaves the
+ * streams unattended at most this long, once. */
+#define PARK_MAX_NS (16000ull * 1000)
 
 struct uiw_engine {
 	pthread_mutex_t lock;
@@ -581,21 +588,43 @@ void uiw_engine_unpark(void)
 	}
 }
 
+/* See rdmap/internal.h. The engine's epoll descriptor polls readable while
+ * its ready list holds a stream's event (edge-triggered: one the last
+ * epoll_wait has not taken yet); it stays open for the process's life
+ * (only a fork's child closes it, before any thread runs there). */
+void uiw_engine_nap(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+	int fd = engine.epfd;
+	if (fd < 0 || !engine.started) {
+		nanosleep(&ts, NULL);
+		return;
+	}
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	(void)ppoll(&pfd, 1, &ts, NULL);
+}
+
 /* While pollers do its work (a poller was in uiw_engine_proxy less than
- * PARK_NS ago), the engine thread sleeps until that is PARK_NS old, its
- * next deadline or a wake-up on the eventfd, whichever comes first, so
- * that a stream's bytes wake nobody: the poller that is there anyway
- * takes them. Returns whether it parked. */
+ * PARK_NS ago), the engine thread sleeps for its park length (PARK_NS,
+ * doubled each time it parks again, up to PARK_MAX_NS), until its next
+ * deadline or a wake-up on the eventfd, whichever comes first, so that a
+ * stream's bytes wake nobody: the poller that is there anyway takes them.
+ * Returns whether it parked (engine thread only). */
 static bool engine_park(void)
 {
+	static uint64_t park_ns = PARK_NS;
 	uint64_t now = uiw_now_ns();
 	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
-	if (!p || now - p >= PARK_NS)
+	if (!p || now - p >= PARK_NS) {
+		park_ns = PARK_NS;
 		return false;
-	uint64_t until = p + PARK_NS;
+	}
+	uint64_t until = now + park_ns;
 	pthread_mutex_lock(&engine.lock);
 	if (engine.kick_head) {
 		pthread_mutex_unlock(&engine.lock);
+		park_ns = PARK_NS;
 		return false;
 	}
 	for (int i = 0; i < engine.ndl; i++)
@@ -603,6 +632,8 @@ static bool engine_park(void)
 			until = engine.dl[i]->deadline_ns;
 	engine.parked = true;
 	pthread_mutex_unlock(&engine.lock);
+	if (park_ns < PARK_MAX_NS)
+		park_ns *= 2;
 	if (until > now) {
 		uint64_t d = until - now;
 		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
@@ -611,6 +642,7 @@ static bool engine_park(void)
 		if (ppoll(&pfd, 1, &ts, NULL) > 0) {
 			uint64_t v;
 			(void)!read(engine.evfd, &v, sizeof(v));
+			park_ns = PARK_NS; /* woken: start short again */
 		}
 	}
 	pthread_mutex_lock(&engine.lock);

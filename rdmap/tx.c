@@ -432,6 +432,14 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	return true;
 }
 
+static _Thread_local unsigned tl_pushes;
+
+/* See rdmap/internal.h. */
+unsigned uiw_tx_thread_pushes(void)
+{
+	return tl_pushes;
+}
+
 /* See rdmap/internal.h. The ordering window (qp->tx_window) is open from
  * just before a batch goes into the stream until its completions are
  * pushed (rx.c waits for it to close before pushing the completion of
@@ -461,6 +469,7 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			/* a POLLOUT the engine reports from here on counts */
 			atomic_store(&qp->out_ready, false);
 			int r = mpa_tx_push(c);
+			tl_pushes++;
 			if (r == 1) {
 				pthread_mutex_lock(&qp->lock);
 				batch_done(qp);
