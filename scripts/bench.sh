@@ -23,6 +23,15 @@
 #                      stream against a TLS socket stream, uiwarp-bench-tls,
 #                      and uiwarp Write without TLS, at each size; with job
 #                      too, uiwarp-replicate --tls against --tcp --tls)
+#                      storage (not in the default: issue #11's rows on
+#                      the lo and veth paths: tgt's iSER target read by
+#                      libiscsi's iscsi-perf over iser:// under uiwarp-run
+#                      against the same tgtd's iSCSI/TCP portal, 128 and
+#                      256 KiB requests, 16 in flight, tests/programs/iser.sh;
+#                      on veth, a Ceph cluster of tests/programs/ceph.sh,
+#                      rados bench write and seq, async+rdma over uiwarp
+#                      against async+posix; installs tgt, libiscsi-bin and
+#                      ceph, ~350 MB)
 #   --tls-suites LIST  TLS 1.3 suites of the tls group (default
 #                      TLS_AES_128_GCM_SHA256; e.g. add
 #                      TLS_CHACHA20_POLY1305_SHA256)
@@ -115,7 +124,7 @@ done
 case "$dur" in '' | *[!0-9]* | 0) die "--duration takes whole seconds (1, 2, ...), not '$dur'" ;; esac
 has_group() { [[ ",$groups," == *",$1,"* ]]; }
 for g in ${groups//,/ }; do
-	case "$g" in bw | rate | lat | qps | job | peers | tls) ;; *) die "unknown group $g" ;; esac
+	case "$g" in bw | rate | lat | qps | job | peers | tls | storage) ;; *) die "unknown group $g" ;; esac
 done
 jobbytes=$(numfmt --from=iec "${jobsize%B}" 2>/dev/null) || die "bad --job-size $jobsize"
 
@@ -134,16 +143,29 @@ IFS=, read -r -a TLSS <<<"$tlssuites"
 nt=${#TLSS[@]}
 has_group tls && n_bw=$((n_bw + np * nc * ns * (1 + 2 * nt)))
 has_group tls && has_group job && n_job=$((n_job + np * nc * 2 * nt))
-runs_per_rep=$((n_bw + n_lat + n_qps + n_job))
+# storage: iscsi-perf runs of at least 3 s, rados bench phases of at least 10
+isecs=$((dur < 3 ? 3 : dur)) cephsecs=$((dur < 10 ? 10 : dur))
+# storage: per iSER run 4 iscsi-perf runs of --duration and ~6 s of setup;
+# Ceph (veth only) two clusters of ~35 s setup and teardown plus two benches
+n_sto=0 sto_s=0
+if has_group storage; then
+	for p in "${PATHS[@]}"; do
+		case "$p" in
+		lo) n_sto=$((n_sto + nc)) sto_s=$((sto_s + nc * (4 * isecs + 6))) ;;
+		veth) n_sto=$((n_sto + 3 * nc)) sto_s=$((sto_s + nc * (4 * isecs + 6 + 2 * (35 + 2 * cephsecs)))) ;;
+		esac
+	done
+fi
+runs_per_rep=$((n_bw + n_lat + n_qps + n_job + n_sto))
 total_runs=$((runs_per_rep * runs))
 # (per-run overheads as measured on the 2-vCPU development machine)
 job_s=$(awk -v b="$jobbytes" 'BEGIN { printf "%d", b / (400 * 1048576) + 2 }')
 qsetup=0
 for q in "${QPSL[@]}"; do qsetup=$((qsetup + q / 250)); done
 est=$(awk -v r="$runs" -v bw="$n_bw" -v lat="$n_lat" -v q="$n_qps" -v j="$n_job" -v d="$dur" \
-	-v js="$job_s" -v ln="$latn" -v qs="$qsetup" -v np="$np" -v nc="$nc" \
+	-v js="$job_s" -v ln="$latn" -v qs="$qsetup" -v np="$np" -v nc="$nc" -v st="$sto_s" \
 	'BEGIN { l = ln * 30e-6 + 0.8; if (l < 1.2) l = 1.2
-		printf "%d", r * (bw * (d + 0.6) + lat * l + q * (d + 1) + 2 * np * nc * qs + j * js) + 20 + js }')
+		printf "%d", r * (bw * (d + 0.6) + lat * l + q * (d + 1) + 2 * np * nc * qs + j * js + st) + 20 + js }')
 plan() {
 	echo "paths: ${PATHS[*]}; congestion control: ${CCS[*]}; runs: $runs; sizes: ${SIZES[*]}"
 	echo "groups: $groups; QPs: ${QPSL[*]}; run length: $dur s; latency iterations: $latn;" \
@@ -160,6 +182,7 @@ fi
 # ---------------------------------------------------------------- packages
 pkgs=(perftest iproute2 iputils-ping python3)
 has_group peers && pkgs+=(libfabric-bin ucx-utils)
+has_group storage && pkgs+=(tgt libiscsi-bin ceph-mon ceph-mgr ceph-osd ceph-common)
 pkgs+=(python3-matplotlib)
 if [ "$build_it" = 1 ]; then
 	pkgs+=(build-essential cmake pkg-config libisal-dev libibverbs-dev librdmacm-dev libcmocka-dev
@@ -791,6 +814,62 @@ m_job() {
 	fi
 }
 
+# The storage group (issue #11). tgt's iSER target read by iscsi-perf over
+# iser:// under uiwarp-run against the same tgtd's iSCSI/TCP portal read
+# without it (tests/programs/iser.sh's perf mode, in namespaces of its own:
+# MODE lo, or ns = two namespaces joined by a veth pair), both request
+# sizes, the transport that goes first alternating; every TCP socket of
+# tgtd, libiscsi and uiwarp gets the row's congestion control (the preload).
+m_iser() {
+	local mode=$1 order="iser tcp" tr b v tool op rc
+	[ $((rep % 2)) = 0 ] && order="tcp iser"
+	seq=$((seq + 1))
+	R="$raw/$(printf '%05d' "$seq")-$cur_path-$cur_cc-iser"
+	timeout -k 10 $((8 * isecs + 120)) env LD_PRELOAD="$ccso" UIWARP_BENCH_CC="$cur_cc" \
+		UIWARP_TCP_CONGESTION="$cur_cc" UIWV_ISER_PERF="$isecs" UIWV_ISER_PERF_ORDER="$order" \
+		UIWV_LOG_DIR="$R.d" bash "$root/tests/programs/iser.sh" "$run" "$mode" >"$R.out" 2>&1
+	rc=$?
+	for tr in iser tcp; do
+		for b in 131072 262144; do
+			tool=uiwarp op=iser
+			[ "$tr" = tcp ] && tool=tcp op=iscsi
+			v=$(sed -n "s/^RESULT transport=$tr bytes=$b mbps=\([0-9]*\)\$/\1/p" "$R.out")
+			if [ -n "$v" ]; then
+				rec "$tool" "$op" "$b" mbps "$v"
+			else
+				rec "$tool" "$op" "$b" mbps fail "exit $rc: $(why "$R.out")"
+			fi
+		done
+	done
+	progress "iSER / iSCSI-TCP ($mode): $(grep -c '^RESULT' "$R.out") of 4 runs" \
+		"$(sed -n 's/^RESULT transport=\([a-z]*\) bytes=\([0-9]*\) mbps=\([0-9]*\)/\1 \2 \3 MB\/s;/p' "$R.out" | tr '\n' ' ')"
+}
+# A Ceph cluster of tests/programs/ceph.sh (mon, mgr and osd.0 in one
+# namespace, osd.1 in another, a veth pair; pool of size 2): rados bench
+# write then seq, 16 x 4 MiB in flight, MODE rdma (async+rdma over uiwarp)
+# or posix (async+posix), the row's congestion control on every socket.
+m_ceph() {
+	local mode=$1 tool=uiwarp w sq rc
+	[ "$mode" = posix ] && tool=tcp
+	seq=$((seq + 1))
+	R="$raw/$(printf '%05d' "$seq")-$cur_path-$cur_cc-ceph-$mode"
+	timeout -k 10 $((4 * cephsecs + 400)) env LD_PRELOAD="$ccso" UIWARP_BENCH_CC="$cur_cc" \
+		UIWARP_TCP_CONGESTION="$cur_cc" UIWARP_CEPH=1 BENCH_SECS="$cephsecs" \
+		UIWV_LOG_DIR="$R.d" bash "$root/tests/programs/ceph.sh" "$run" "$mode" >"$R.out" 2>&1
+	rc=$?
+	w=$(sed -n "s/^RESULT mode=$mode up=y .* write=\([0-9.]*\) seq=.*/\1/p" "$R.out" | tail -1)
+	sq=$(sed -n "s/^RESULT mode=$mode up=y .* seq=\([0-9.]*\) .*/\1/p" "$R.out" | tail -1)
+	if [ "$rc" = 0 ] && [ -n "$w" ] && [ -n "$sq" ]; then
+		rec "$tool" ceph-write 4194304 mbps "$w"
+		rec "$tool" ceph-seq 4194304 mbps "$sq"
+		progress "Ceph $mode: write $w MB/s, seq $sq MB/s"
+	else
+		rec "$tool" ceph-write 4194304 mbps fail "exit $rc: $(why "$R.out")"
+		rec "$tool" ceph-seq 4194304 mbps fail "exit $rc: $(why "$R.out")"
+		progress "Ceph $mode: FAIL (exit $rc)"
+	fi
+}
+
 # rotate K WORD...: the words, starting at the K-th (mod count)
 rotate() {
 	local k=$1
@@ -899,6 +978,15 @@ for ((rep = 1; rep <= runs; rep++)); do
 						cur_tls=""
 					done
 				fi
+			fi
+			if has_group storage; then
+				case "$cur_path" in
+				lo) m_iser lo ;;
+				veth)
+					m_iser ns
+					for t in $(rotate "$rep" rdma posix); do m_ceph "$t"; done
+					;;
+				esac
 			fi
 		done
 	done

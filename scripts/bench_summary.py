@@ -399,6 +399,49 @@ def summarize(d, meta):
         md.append(table(["path", "cc", "N", "TCP sockets", "uiwarp QPs", "uiwarp/TCP",
                          "uiwarp threads"], rows))
 
+    # ------------------------------------------------ storage (the storage group)
+    isizes = sorted({k[4] for k in list(d.vals) + list(d.fails) if k[3] in ("iser", "iscsi")})
+    if isizes:
+        md.append("## Storage: tgt's iSER target over uiwarp against iSCSI over TCP, MB/s\n")
+        md.append("`iscsi-perf -m 16` (libiscsi) reading tgt's file-backed LUN for a fixed time: over "
+                  "`iser://` with the initiator and tgtd under `uiwarp-run`, and over `iscsi://` to "
+                  "the same tgtd's TCP portal (`tests/programs/iser.sh` with `UIWV_ISER_PERF`); veth "
+                  "rows: target and initiator in two namespaces (iser.sh `ns`). Issue #11's goal: "
+                  "iSER ≥ 1.5× iSCSI/TCP for reads.\n")
+        rows = []
+        for p in d.paths:
+            for c in d.ccs:
+                for s in isizes:
+                    u, t = K(p, c, "uiwarp", "iser", s, "mbps"), K(p, c, "tcp", "iscsi", s, "mbps")
+                    if not (d.values(u) or d.fails.get(u) or d.values(t) or d.fails.get(t)):
+                        continue
+                    rows.append([p, c, size_name(s), d.cell(t), d.cell(u), d.rcell(u, t)])
+                    rr = d.ratio(u, t)
+                    goal("#11: iSER reads ≥ 1.5× iSCSI/TCP", "%s %s %s" % (p, c, size_name(s)),
+                         rr and rr[0], "≥ 1.5", rr and rr[0] >= 1.5)
+        md.append(table(["path", "cc", "request", "iSCSI/TCP", "iSER over uiwarp", "iSER/TCP"],
+                        rows))
+    if any(k[3].startswith("ceph-") for k in list(d.vals) + list(d.fails)):
+        md.append("## Storage: Ceph async+rdma over uiwarp against async+posix, MB/s\n")
+        md.append("`tests/programs/ceph.sh`: mon, mgr and osd.0 in one namespace, osd.1 in another "
+                  "(a veth pair), memstore OSDs, a pool of size 2 (every write replicated OSD to "
+                  "OSD), `rados bench` from the first namespace, 16 × 4 MiB in flight; every "
+                  "daemon and client under `uiwarp-run` for rdma. Issue #11's goal: ≥ 1.0× "
+                  "async+posix.\n")
+        rows = []
+        for p in d.paths:
+            for c in d.ccs:
+                for op, name in (("ceph-write", "write"), ("ceph-seq", "seq read")):
+                    u, t = K(p, c, "uiwarp", op, 4194304, "mbps"), K(p, c, "tcp", op, 4194304, "mbps")
+                    if not (d.values(u) or d.fails.get(u) or d.values(t) or d.fails.get(t)):
+                        continue
+                    rows.append([p, c, name, d.cell(t), d.cell(u), d.rcell(u, t)])
+                    rr = d.ratio(u, t)
+                    goal("#11: Ceph %s ≥ 1.0× async+posix" % name, "%s %s" % (p, c),
+                         rr and rr[0], "≥ 1.0", rr and rr[0] >= 1.0)
+        md.append(table(["path", "cc", "rados bench", "async+posix", "async+rdma (uiwarp)",
+                         "rdma/posix"], rows))
+
     # ------------------------------------------------ CPU
     cpu_rows = []
     for p in d.paths:
@@ -433,7 +476,7 @@ def summarize(d, meta):
 
     # ------------------------------------------------ goals
     if goals:
-        md.append("## The goals of issue #10 (and #15, marked), as measured in this run\n")
+        md.append("## The goals of issue #10 (and #11, #15, marked), as measured in this run\n")
         met = sum(1 for g in goals if g[4] == "yes")
         md.append("%d of %d met.\n" % (met, len(goals)))
         md.append(table(["goal", "where", "measured", "target", "met"],

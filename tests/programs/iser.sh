@@ -15,6 +15,14 @@
 #     of what was read: tgt compares it with the file) and
 #     SCSI.Verify10.Mismatch (a changed byte must miscompare);
 #   iscsi-perf, 16 reads of 128 KiB in flight, for 3 s: a non-zero rate.
+# With UIWV_ISER_PERF=SECS (scripts/bench.sh's storage group): after the
+# inquiry only iscsi-perf, 16 reads in flight, for SECS each, per request
+# size in UIWV_ISER_PERF_BLOCKS (512-byte blocks, default "256 512": 128 and
+# 256 KiB), over iser:// (initiator under uiwarp-run) and over iscsi:// to
+# the same tgtd's TCP portal (initiator without it), in the order of
+# UIWV_ISER_PERF_ORDER (default "iser tcp"); prints one line per run,
+# "RESULT transport=iser|tcp bytes=N mbps=M" (iscsi-perf's MB/s), and
+# passes when every run read something.
 # With LOGINS (MODE lo only): that many iscsi-inq logins / logouts instead,
 # each must succeed (counted; at most 150 s; a known race between tgt and
 # libiscsi, explained below, is named apart and fails too).
@@ -78,10 +86,13 @@ for ((i = 0; i < 50; i++)); do
 done
 ((i < 50)) || uiwv_fail "tgtd did not come up within 5 s"
 
-adm() {
-	tgtadm -C "$cport" --lld iser "$@" >>"$log/tgtadm.log" 2>&1 ||
-		{ cat "$log/tgtadm.log" "$log/tgtd.log"; uiwv_fail "tgtadm $*"; }
+# adm_lld DRIVER ARGS...: one tgtadm call for that driver's targets (iser,
+# iscsi), which must succeed; adm: the iSER driver's
+adm_lld() {
+	tgtadm -C "$cport" --lld "$@" >>"$log/tgtadm.log" 2>&1 ||
+		{ cat "$log/tgtadm.log" "$log/tgtd.log"; uiwv_fail "tgtadm --lld $*"; }
 }
+adm() { adm_lld iser "$@"; }
 adm --mode target --op new --tid 1 --targetname "$iqn"
 adm --mode logicalunit --op new --tid 1 --lun 1 --backing-store "$lun"
 adm --mode target --op bind --tid 1 --initiator-address ALL
@@ -143,6 +154,38 @@ ini 20 iscsi-readcapacity16 -i "$iname" "$url" >"$log/rc16.out" 2>&1 ||
 grep -q "^Total size:$((16 << 20))\$" "$log/rc16.out" ||
 	{ cat "$log/rc16.out"; uiwv_fail "iscsi-readcapacity16: wrong size"; }
 uiwv_log "inquiry and read capacity over $url"
+
+if [ -n "${UIWV_ISER_PERF:-}" ]; then
+	# tgt keeps a target per driver: the same LUN file as target 2 of
+	# the iSCSI/TCP driver
+	adm_lld iscsi --mode target --op new --tid 2 --targetname "$iqn-tcp"
+	adm_lld iscsi --mode logicalunit --op new --tid 2 --lun 1 --backing-store "$lun"
+	adm_lld iscsi --mode target --op bind --tid 2 --initiator-address ALL
+	turl=iscsi://$addr/$iqn-tcp/1
+	for blocks in ${UIWV_ISER_PERF_BLOCKS:-256 512}; do
+		for tr in ${UIWV_ISER_PERF_ORDER:-iser tcp}; do
+			if [ "$tr" = iser ]; then
+				ini "$UIWV_ISER_PERF" iscsi-perf -i "$iname" -m 16 -b "$blocks" "$url" \
+					>"$log/perf.$tr.$blocks.out" 2>&1
+			else
+				ip netns exec "$ns_c" timeout -s INT -k 5 "$UIWV_ISER_PERF" \
+					iscsi-perf -i "$iname" -m 16 -b "$blocks" "$turl" \
+					>"$log/perf.$tr.$blocks.out" 2>&1
+			fi
+			rc=$?
+			[ "$rc" = 0 ] || [ "$rc" = 124 ] ||
+				{ cat "$log/perf.$tr.$blocks.out"; uiwv_fail "iscsi-perf ($tr) exit $rc"; }
+			mbps=$(tr '\r' '\n' <"$log/perf.$tr.$blocks.out" |
+				sed -n 's/.*iops average [0-9]* (\([0-9]*\) MB\/s).*/\1/p' | tail -1)
+			case $mbps in
+			"" | 0) cat "$log/perf.$tr.$blocks.out"; uiwv_fail "iscsi-perf ($tr): no reads" ;;
+			esac
+			echo "RESULT transport=$tr bytes=$((blocks * 512)) mbps=$mbps"
+		done
+	done
+	kill -0 "$tgtd_pid" 2>/dev/null || uiwv_fail "tgtd died"
+	uiwv_pass
+fi
 
 # one iscsi-test-cu test, which must pass (its CUnit summary: 0 failed)
 cu() {
