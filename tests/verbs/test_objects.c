@@ -328,6 +328,55 @@ static void test_mr_range(void **state)
 	munmap(m + 2 * pg, (size_t)pg);
 }
 
+/* How many of the n pages at m are resident (mincore). */
+static size_t resident(char *m, size_t n)
+{
+	unsigned char v[64];
+	size_t k = 0;
+	assert_true(n <= sizeof(v));
+	assert_int_equal(mincore(m, n * (size_t)sysconf(_SC_PAGESIZE), v), 0);
+	for (size_t i = 0; i < n; i++)
+		k += v[i] & 1;
+	return k;
+}
+
+/* A writable MR of private anonymous memory has its pages faulted in by
+ * ibv_reg_mr, as an RNIC's pinning does (none of them touched before); an
+ * MR without write access, and a shared file mapping, stay as they were. */
+static void test_mr_populate(void **state)
+{
+	struct fix *f = *state;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = 32;
+	char *m =
+	    mmap(NULL, 3 * n * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(resident(m, n), 0);
+	/* from the middle of the first page to the middle of the last */
+	struct ibv_mr *mr = ibv_reg_mr(f->pd, m + pg / 2, (n - 1) * pg, IBV_ACCESS_LOCAL_WRITE);
+	assert_non_null(mr);
+	assert_int_equal(resident(m, n), n);
+	assert_int_equal(ibv_dereg_mr(mr), 0);
+	mr = ibv_reg_mr(f->pd, m + n * pg, n * pg, IBV_ACCESS_REMOTE_READ);
+	assert_non_null(mr);
+	assert_int_equal(resident(m + n * pg, n), 0);
+	assert_int_equal(ibv_dereg_mr(mr), 0);
+	munmap(m, 3 * n * pg);
+
+	char path[] = "/tmp/uiw-mr-populate-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, (off_t)(n * pg)), 0);
+	char *fm = mmap(NULL, n * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(fm != MAP_FAILED);
+	mr = ibv_reg_mr(f->pd, fm, n * pg, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	assert_non_null(mr);
+	assert_int_equal(resident(fm, n), 0);
+	assert_int_equal(ibv_dereg_mr(mr), 0);
+	munmap(fm, n * pg);
+	close(fd);
+}
+
 static void test_cq(void **state)
 {
 	struct fix *f = *state;
@@ -687,6 +736,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_null_objects, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr_range, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mr_populate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mr_stag_window, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cq, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_comp_channel, setup, teardown),
