@@ -630,6 +630,14 @@ static bool engine_park(void)
 	for (int i = 0; i < engine.ndl; i++)
 		if (engine.dl[i]->deadline_ns < until)
 			until = engine.dl[i]->deadline_ns;
+	/* a poller that armed its CQ after the load above (uiw_engine_unpark:
+	 * proxy_ns to 0, then parked read under this lock) saw parked false
+	 * and woke nobody: its 0 is visible here, so do not sleep through it */
+	if (!atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed)) {
+		pthread_mutex_unlock(&engine.lock);
+		park_ns = PARK_NS;
+		return false;
+	}
 	engine.parked = true;
 	pthread_mutex_unlock(&engine.lock);
 	if (park_ns < PARK_MAX_NS)
@@ -695,6 +703,13 @@ static void *engine_main(void *arg)
 			pthread_mutex_unlock(&engine.lock);
 			if (!due)
 				break;
+			/* its deadline is gone from the list now: a batch a poster
+			 * deferred (tx.c may_defer) must get a new one if that
+			 * poster, holding the send side while this progress finds
+			 * it taken, defers it again — may_defer sets one only when
+			 * tx_deferred is false (else both ends could sleep on their
+			 * completion channels with the batch never sent) */
+			atomic_store(&due->tx_deferred, false);
 			uiw_progress(due, PROG_TIMER | PROG_RX | PROG_TX, ROLE_ENGINE);
 		}
 		pthread_mutex_lock(&engine.lock);
