@@ -362,10 +362,8 @@ static void test_mr_populate(void **state)
 	assert_int_equal(ibv_dereg_mr(mr), 0);
 	munmap(m, 3 * n * pg);
 
-	char path[] = "/tmp/uiw-mr-populate-XXXXXX";
-	int fd = mkstemp(path);
+	int fd = memfd_create("uiw-mr-populate", 0); /* a shared file mapping, no file left */
 	assert_true(fd >= 0);
-	unlink(path);
 	assert_int_equal(ftruncate(fd, (off_t)(n * pg)), 0);
 	char *fm = mmap(NULL, n * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(fm != MAP_FAILED);
