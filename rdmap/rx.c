@@ -704,6 +704,11 @@ static int terminate_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 	(void)t;
 	const uint8_t *buf = qp->rx_body;
 	uint32_t n = qp->rx_place.done < qp->rx_place.room ? qp->rx_place.done : qp->rx_place.room;
+	/* a batch the send side has just handed to the stream is done (its
+	 * bytes are TCP's, and this Terminate may answer them): its
+	 * completions go first, the flush takes the rest (test_unmapped's
+	 * Write completed with a flush error 3 runs in 100 without this) */
+	uiw_rx_wait_tx_window(qp);
 	pthread_mutex_lock(&qp->lock);
 	qp->stats.terminates_recv++;
 	if (!qp->terminated && n >= 4)
