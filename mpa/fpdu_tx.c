@@ -3,7 +3,7 @@
  * Each FPDU is [ULPDU_Length][DDP header][payload iovs][pad][CRC]; the
  * length prefix and DDP header are copied into the batch (<= 34 bytes), the
  * payload is referenced where it lies (registered memory), and a whole
- * batch of up to 64 FPDUs / 256 KiB goes to the stream in one call. The
+ * batch of up to 64 FPDUs / 1088 KiB goes to the stream in one call. The
  * stream is non-blocking: what it does not take now stays in the batch and
  * the next mpa_tx_push continues from there; nothing is added to a batch
  * that has started to go out.

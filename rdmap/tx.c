@@ -300,10 +300,19 @@ static int tx_source_gone(struct uiw_qp *qp, int r)
 	return r;
 }
 
+/* A message joins a batch that already holds FPDUs only if the batch stays
+ * under this many bytes with it (payload counted); a message that starts a
+ * batch fills it up to MPA_TX_MAX_BYTES. So a 1 MiB message is one
+ * sendmsg, and 64 KiB messages still go three to a batch: batches of
+ * sixteen made 64 KiB Sends over the veth path slower (medians 12.2 vs
+ * 20.2 Gbit/s in one A/B). */
+#define TX_JOIN_BYTES (256u * 1024)
+
 /* Fills the batch with segments: the current message first, then Read and
  * Atomic Responses (the peer's requests are older than our new work), then
- * the send queue. Returns 0, or -ECANCELED when a WQE failed locally.
- * tx_lock holder. */
+ * the send queue; a new message that would take a batch past TX_JOIN_BYTES
+ * waits for the next batch. Returns 0, or -ECANCELED when a WQE failed
+ * locally. tx_lock holder. */
 static int tx_fill(struct uiw_qp *qp)
 {
 	for (;;) {
@@ -345,6 +354,9 @@ static int tx_fill(struct uiw_qp *qp)
 				}
 			}
 			pthread_mutex_unlock(&qp->lock);
+			if ((t->kind == TXM_SQ || t->kind == TXM_IRQ) && mpa_tx_busy(&qp->mpa) &&
+			    qp->mpa.tx->bytes + t->m.len > TX_JOIN_BYTES)
+				return 0; /* it starts the next batch */
 			if (t->kind == TXM_NONE) {
 				/* nothing (or a local WQE, retired in order) */
 				pthread_mutex_lock(&qp->lock);
@@ -412,8 +424,7 @@ static void tx_local_failure(struct uiw_qp *qp)
 static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 {
 	const struct mpa_txbatch *b = c->tx;
-	if (mpa_tx_pushing(c) || b->nfpdu >= MPA_TX_MAX_FPDU / 2 ||
-	    b->bytes >= MPA_TX_MAX_BYTES / 2)
+	if (mpa_tx_pushing(c) || b->nfpdu >= MPA_TX_MAX_FPDU / 2 || b->bytes >= TX_JOIN_BYTES / 2)
 		return false;
 	uint64_t now = uiw_now_ns();
 	uint64_t prev = qp->tx_last_post_ns;
