@@ -131,15 +131,11 @@ int mpa_send_reject(struct uiw_stream *s, const struct mpa_params *req, const vo
 #define MPA_TX_MAX_FPDU 64
 #define MPA_TX_MAX_IOV 512
 /* A batch stops growing past this many bytes: a 1 MiB message in large
- * FPDUs (17 of them, 1 MiB + 340 bytes on the wire) is one sendmsg. Fewer,
- * larger sends halve the kernel's cost per copied byte at 1 MiB on
- * loopback (perf: 115-160 instead of 244-321 samples of _copy_from_iter
- * per GB; raw TCP's one 1 MiB send: 105-110). In one A/B, 256 KiB batches
- * (3 large FPDUs) gave Write/Send/Read 0.52/0.31/0.35 of raw TCP, these
- * 0.78/0.53/0.67 (docs/performance.md, "Send batches"). Batches of
- * MSS-sized FPDUs stop at MPA_TX_MAX_FPDU first (~92 KiB). RDMAP lets only
- * a message that starts a batch take it past 256 KiB (rdmap/tx.c,
- * TX_JOIN_BYTES). */
+ * FPDUs (17 of them, 1 MiB + 340 bytes on the wire) is one sendmsg, which
+ * halves the kernel's copy cost per byte against 256 KiB batches
+ * (docs/performance.md, "Send batches"). RDMAP lets only a message that
+ * starts a batch take it past 256 KiB (rdmap/tx.c, TX_JOIN_BYTES); batches
+ * of MSS-sized FPDUs stop at MPA_TX_MAX_FPDU first. */
 #ifndef MPA_TX_MAX_BYTES
 #define MPA_TX_MAX_BYTES (1088 * 1024)
 #endif
