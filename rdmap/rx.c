@@ -167,8 +167,9 @@ static int read_resp_begin(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct
 static int read_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw_term *t)
 {
 	(void)t;
-	if (s->last)
-		uiw_rx_wait_tx_window(qp);
+	/* no wait for tx_window: the Read's completion is on the send queue,
+	 * reaped in order behind every Send and Write before it, also those
+	 * of a batch being pushed now */
 	pthread_mutex_lock(&qp->lock);
 	if (qp->orq_head != qp->orq_tail) {
 		struct orq_entry *e = &qp->orq[qp->orq_head % qp->orq_size];
