@@ -219,7 +219,15 @@ int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len)
 	rb_take(c, NULL, need);
 	c->rx_ulpdu_len = (uint16_t)len;
 	c->rx_left = (uint32_t)len - (uint32_t)hdr_len;
-	c->bulk = c->markers_rx || len <= MPA_RX_SMALL_MAX + 32;
+	/* Bulk reads for a run of small FPDUs (a hardware peer's MSS-sized
+	 * ones), not after one small FPDU between large ones: a message's
+	 * last segment (a 64 KiB Send is 65 512 + 24 bytes of payload) would
+	 * make the next header's read take the next large FPDU's payload into
+	 * the ring, to be copied again (a fifth of a 64 KiB Send stream's
+	 * bytes went that way) */
+	bool small = len <= MPA_RX_SMALL_MAX + 32;
+	c->bulk = c->markers_rx || (small && c->rx_small);
+	c->rx_small = small;
 	return len;
 }
 

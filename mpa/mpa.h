@@ -179,7 +179,8 @@ struct mpa_conn {
 	/* receive ring: stream bytes read ahead of the current point */
 	uint8_t *rb;
 	uint32_t rb_cap, rb_off, rb_len;
-	bool bulk;	/* last FPDU was small: read ahead in bulk */
+	bool bulk;	/* the last two FPDUs were small: read ahead in bulk */
+	bool rx_small;	/* the last FPDU was small */
 	bool rx_eof;	/* the stream ended (0 from recvv) */
 	bool rx_dry;	/* the last recvv came back short: the stream is empty for now */
 	bool rx_hup;	/* the stream's end or error was signalled: a short read
