@@ -433,6 +433,12 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 		return false;
 	unsigned depth = __atomic_load_n(&qp->sq_tail, __ATOMIC_RELAXED) -
 			 atomic_load_explicit(&qp->sq_polled, memory_order_relaxed);
+	/* a full send queue takes no WR before a completion is polled: the
+	 * batch cannot grow, and the completion the poster needs next would
+	 * only come later (perftest's -e latency tests, TX depth 1, poll the
+	 * send CQ once per event and then post again) */
+	if (depth >= qp->sq_size)
+		return false;
 	if (depth < DEFER_DEPTH && now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
 	    now - uiw_cq_last_poll(qp->rcq) > DEFER_NS)
 		return false;
