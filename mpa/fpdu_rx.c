@@ -223,8 +223,8 @@ int mpa_rx_begin(struct mpa_conn *c, void *hdr, size_t hdr_len)
 	 * ones), not after one small FPDU between large ones: a message's
 	 * last segment (a 64 KiB Send is 65 512 + 24 bytes of payload) would
 	 * make the next header's read take the next large FPDU's payload into
-	 * the ring, to be copied again (a fifth of a 64 KiB Send stream's
-	 * bytes went that way) */
+	 * the ring, to be copied again (memmove: 4.35 % of a 64 KiB Send
+	 * receiver's samples before, 0.07 % after) */
 	bool small = len <= MPA_RX_SMALL_MAX + 32;
 	c->bulk = c->markers_rx || (small && c->rx_small);
 	c->rx_small = small;
