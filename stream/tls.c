@@ -9,17 +9,20 @@
  * Req Frame") so one port serves TLS and plain peers (siw and RNICs never
  * speak TLS). After it the socket stays non-blocking and the engine waits
  * on it as on a TCP stream:
- *   - sendv SSL_write_ex's (records of up to 16 KiB) each large piece of
- *     the gathered bytes from where it is and the small ones between
- *     through a 64 KiB staging buffer, topped up to a whole record with
- *     the head of the large piece that follows (so an FPDU's header costs
- *     no record of its own), until the socket is full; a batch of more
- *     than one record is corked (TCP_CORK) while it goes in, so the
- *     records leave as full segments and the last one is pushed when the
- *     cork comes off; a record
- *     OpenSSL holds half-sent is finished by the next call, which offers
- *     the same bytes again (the caller re-offers what was not accepted:
- *     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ *   - sendv SSL_write_ex's (one record of up to 16 KiB per call) each
+ *     large piece of the gathered bytes from where it is and the small
+ *     ones between through a 64 KiB staging buffer, topped up to a whole
+ *     record with the head of the large piece that follows (so an FPDU's
+ *     header costs no record of its own). The records are collected in a
+ *     256 KiB buffer under the BIO and go to the socket with one send()
+ *     per buffer, not one per record (a 64 KiB FPDU is four records);
+ *     what the socket does not take stays there and goes first at the
+ *     next call. The plaintext of records not wholly in the socket is
+ *     not reported as accepted: the caller offers those bytes again (it
+ *     must: the engine waits for POLLOUT and re-offers the rest of its
+ *     batch), and the next call skips them once their records are out,
+ *     so nothing is encrypted twice and nothing stays behind without a
+ *     caller to send it.
  *   - recvv SSL_read_ex's until the caller's buffers are full or OpenSSL
  *     wants to read (read-ahead on: one read() takes up to 128 KiB of
  *     records). OpenSSL asks for more only when what it holds is no whole
@@ -62,14 +65,44 @@
 #define TLS_DIRECT 4096
 /* The largest TLS 1.3 record's plaintext (RFC 8446 §5.1). */
 #define TLS_RECORD 16384
+/* The largest record on the wire: header, plaintext, content type,
+ * padding and AEAD tag (RFC 8446 §5.2: at most 2^14 + 256 after the
+ * 5-byte header). */
+#define TLS_RECORD_WIRE (5 + TLS_RECORD + 256)
+/* Records collected for one send() (bytes of ciphertext). */
+#define TLS_OUT (256 * 1024)
+/* Data records the collection tracks at once (see struct tls_out). */
+#define TLS_OUT_RECS 64
 /* The first byte of a TLS record that carries a handshake (RFC 8446 §5.1). */
 #define TLS_CT_HANDSHAKE 0x16
 
-/* What the socket BIO below OpenSSL needs: the descriptor, and whether
- * the peer's FIN was read (BIO_CTRL_EOF). */
+/* Records on their way to the socket. sendv has OpenSSL write its records
+ * here and sends them with one send() per TLS_OUT bytes, not one per
+ * record (a 64 KiB FPDU is four records). What the socket did not take
+ * stays here, sent first by the next call; the plaintext of the data
+ * records not wholly sent (held) was not reported as accepted, so the
+ * caller offers those bytes again and the next call, once this buffer is
+ * out, skips them instead of encrypting them twice. */
+struct tls_out {
+	uint8_t *buf;	  /* TLS_OUT bytes */
+	size_t head, len; /* unsent ciphertext: buf[head, head + len) */
+	uint64_t queued;  /* bytes ever appended */
+	uint64_t sent;	  /* bytes ever sent */
+	bool collect;	  /* sendv is writing: append, do not send */
+	size_t held;	  /* plaintext of the last sendv not reported */
+	int nrec, rec0;	  /* data records not yet wholly sent (a ring) */
+	struct {
+		uint64_t end; /* queued at the end of the record */
+		size_t plain; /* its plaintext bytes */
+	} rec[TLS_OUT_RECS];
+};
+
+/* What the socket BIO below OpenSSL needs: the descriptor, whether the
+ * peer's FIN was read (BIO_CTRL_EOF), and the records collected for it. */
 struct tls_sock {
 	int fd;
 	bool eof;
+	struct tls_out out;
 };
 
 struct tls_stream {
@@ -82,14 +115,84 @@ struct tls_stream {
 
 /* ------------------------------------------------ the socket under TLS */
 
+/* Sends what k->out holds until it is empty or the socket is full.
+ * Returns 0 (everything or part sent, or nothing: the socket is full) or
+ * -errno of a socket that failed (-EPIPE, -ECONNRESET, ...). */
+static int out_flush(struct tls_sock *k)
+{
+	struct tls_out *o = &k->out;
+	int rc = 0;
+	while (o->len) {
+		ssize_t r = send(k->fd, o->buf + o->head, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				rc = -errno;
+			break;
+		}
+		o->head += (size_t)r;
+		o->len -= (size_t)r;
+		o->sent += (uint64_t)r;
+	}
+	if (!o->len)
+		o->head = 0;
+	/* the data records wholly sent are no longer held back */
+	while (o->nrec && o->rec[o->rec0].end <= o->sent) {
+		o->rec0 = (o->rec0 + 1) % TLS_OUT_RECS;
+		o->nrec--;
+	}
+	return rc;
+}
+
+/* Whether k->out takes one more record of data without a send. */
+static bool out_room(const struct tls_out *o)
+{
+	return o->nrec < TLS_OUT_RECS && TLS_OUT - o->len >= TLS_RECORD_WIRE;
+}
+
+/* Appends len bytes OpenSSL wrote to k->out (moving what is unsent to the
+ * front first when the tail is short). Returns false when they do not
+ * fit. */
+static bool out_append(struct tls_out *o, const void *data, size_t len)
+{
+	if (TLS_OUT - o->head - o->len < len && o->head) {
+		memmove(o->buf, o->buf + o->head, o->len);
+		o->head = 0;
+	}
+	if (TLS_OUT - o->len < len)
+		return false;
+	memcpy(o->buf + o->head + o->len, data, len);
+	o->len += len;
+	o->queued += len;
+	return true;
+}
+
 /* OpenSSL's own socket BIO writes with write(): a peer that is gone would
  * raise SIGPIPE in the application (a library must not; uiwarp's TCP
  * stream sends with MSG_NOSIGNAL). This BIO sends with MSG_NOSIGNAL and
- * receives with recv, non-blocking, and says "retry" on EAGAIN / EINTR. */
+ * receives with recv, non-blocking, and says "retry" on EAGAIN / EINTR.
+ * Within sendv it collects the records in k->out instead (sendv sends
+ * them); outside it (a handshake, close_notify) it sends at once, behind
+ * whatever k->out still holds. */
 static int sock_write(BIO *b, const char *data, size_t len, size_t *written)
 {
 	struct tls_sock *k = BIO_get_data(b);
 	BIO_clear_retry_flags(b);
+	if (k->out.collect || k->out.len) {
+		if (!k->out.collect && out_flush(k) < 0)
+			return 0;
+		if (k->out.collect || k->out.len) {
+			if (!out_append(&k->out, data, len)) {
+				BIO_set_retry_write(b);
+				return 0;
+			}
+			if (!k->out.collect)
+				(void)out_flush(k);
+			*written = len;
+			return 1;
+		}
+	}
 	ssize_t r = send(k->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (r < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -226,18 +329,84 @@ static size_t stage_take(struct tls_stream *t, size_t len, const struct iovec *i
 	return len + k;
 }
 
+/* Moves (*i, *at) k bytes further through iov. */
+static void iov_skip(const struct iovec *iov, int n, int *i, size_t *at, size_t k)
+{
+	while (k && *i < n) {
+		size_t m = iov[*i].iov_len - *at;
+		if (k < m) {
+			*at += k;
+			return;
+		}
+		k -= m;
+		(*i)++;
+		*at = 0;
+	}
+}
+
+/* Has OpenSSL encrypt len bytes at p, one record (TLS_RECORD) per call,
+ * into t->sock.out, sending it whenever it has no room for another
+ * record. Returns the bytes encrypted (< len when the socket is full), or
+ * -errno. */
+static ssize_t encrypt_out(struct tls_stream *t, const uint8_t *p, size_t len)
+{
+	struct tls_out *o = &t->sock.out;
+	size_t off = 0;
+	while (off < len) {
+		if (!out_room(o)) {
+			int r = out_flush(&t->sock);
+			if (r < 0)
+				return r;
+			if (!out_room(o))
+				break;
+		}
+		size_t w = 0, k = len - off < TLS_RECORD ? len - off : TLS_RECORD;
+		if (!SSL_write_ex(t->ssl, p + off, k, &w)) {
+			int r = ssl_errno(t, 0, "write");
+			if (r == -EAGAIN || r == 0)
+				break;
+			return r;
+		}
+		int j = (o->rec0 + o->nrec++) % TLS_OUT_RECS;
+		o->rec[j].end = o->queued;
+		o->rec[j].plain = w;
+		off += w;
+	}
+	return (ssize_t)off;
+}
+
 /* sendv: see stream/stream.h. A piece of at least TLS_DIRECT bytes (an
  * FPDU's payload) is encrypted straight from the caller's memory; the small
  * pieces between (headers, pad, CRC) are gathered into the staging buffer
  * first, with the head of the next large piece up to a whole record.
- * Record boundaries follow from the bytes offered, so a call that
- * re-offers what was not accepted finishes a record OpenSSL holds
- * half-sent with the same bytes and at least its length. t->lock held. */
+ * Record boundaries follow from the bytes offered. The records go to the
+ * socket together (t->sock.out), one send() per TLS_OUT bytes; the
+ * plaintext of records the socket did not wholly take is not reported as
+ * accepted (the caller offers it again, and the next call skips it once
+ * those records are out). t->lock held. */
 static ssize_t sendv_locked(struct tls_stream *t, const struct iovec *iov, int n)
 {
+	struct tls_out *o = &t->sock.out;
 	size_t done = 0, at = 0; /* bytes of iov[i] already taken */
 	int i = 0;
 
+	/* first what the last call left: its held plaintext is the head of
+	 * what is offered again */
+	int rc = out_flush(&t->sock);
+	if (rc < 0)
+		return rc;
+	if (o->len)
+		return -EAGAIN;
+	if (o->held) {
+		size_t total = 0;
+		for (int j = 0; j < n; j++)
+			total += iov[j].iov_len;
+		done = o->held < total ? o->held : total;
+		o->held -= done;
+		iov_skip(iov, n, &i, &at, done);
+	}
+
+	o->collect = true;
 	while (i < n) {
 		const uint8_t *p = (const uint8_t *)iov[i].iov_base + at;
 		size_t len = iov[i].iov_len - at;
@@ -268,21 +437,33 @@ static ssize_t sendv_locked(struct tls_stream *t, const struct iovec *iov, int n
 			}
 			p = t->stage;
 		}
-		size_t off = 0;
-		while (off < len) {
-			size_t w = 0;
-			if (SSL_write_ex(t->ssl, p + off, len - off, &w)) {
-				off += w;
-				continue;
-			}
-			int r = ssl_errno(t, 0, "write");
-			done += off;
-			if (r == -EAGAIN || r == 0)
-				return done ? (ssize_t)done : -EAGAIN;
-			return done ? (ssize_t)done : r;
+		ssize_t w = encrypt_out(t, p, len);
+		if (w < 0) {
+			rc = (int)w;
+			break;
 		}
-		done += len;
+		done += (size_t)w;
+		if ((size_t)w < len)
+			break; /* the socket is full: the rest is offered again */
 	}
+	o->collect = false;
+	if (rc == 0)
+		rc = out_flush(&t->sock);
+	if (rc < 0 && !done)
+		return rc;
+	/* the data records not wholly sent: offered again. Something else
+	 * left unsent with no data of its own behind it (a record OpenSSL
+	 * wrote on its own) holds back one byte, so the caller comes back
+	 * to send it. */
+	size_t held = 0;
+	for (int j = 0; j < o->nrec; j++)
+		held += o->rec[(o->rec0 + j) % TLS_OUT_RECS].plain;
+	if (!held && !o->held && o->len && done)
+		held = 1;
+	if (held > done)
+		held = done; /* cannot happen: records come from this call */
+	o->held += held;     /* what an offer shorter than the last one left */
+	done -= held;
 	return done ? (ssize_t)done : -EAGAIN;
 }
 
@@ -291,20 +472,8 @@ static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 	struct tls_stream *t = tls_of(s);
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
-	size_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	/* more than a record: the records go out as full segments (corked),
-	 * not one push per record (TCP_NODELAY), and the last is pushed when
-	 * the cork comes off */
-	int one = 1, zero = 0;
-	bool cork = total > TLS_RECORD;
 	pthread_mutex_lock(&t->lock);
-	if (cork)
-		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &one, sizeof(one));
 	ssize_t r = sendv_locked(t, iov, n);
-	if (cork)
-		(void)setsockopt(s->fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof(zero));
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
@@ -389,6 +558,7 @@ static void tls_destroy(struct uiw_stream *s)
 	pthread_mutex_destroy(&t->lock);
 	if (s->fd >= 0)
 		(void)close(s->fd);
+	free(t->sock.out.buf);
 	free(t->stage);
 	free(t);
 }
@@ -532,13 +702,15 @@ static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, in
 	if (!t)
 		return -ENOMEM;
 	t->stage = malloc(TLS_STAGE);
+	t->sock.out.buf = malloc(TLS_OUT);
 	t->ssl = SSL_new(c);
 	t->sock.fd = fd;
 	BIO *bio = t->ssl ? sock_bio(t) : NULL;
 	if (bio)
 		SSL_set_bio(t->ssl, bio, bio); /* the SSL owns it from here */
-	if (!t->stage || !t->ssl || !bio) {
+	if (!t->stage || !t->sock.out.buf || !t->ssl || !bio) {
 		SSL_free(t->ssl);
+		free(t->sock.out.buf);
 		free(t->stage);
 		free(t);
 		return -ENOMEM;
@@ -599,6 +771,7 @@ static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, in
 		}
 		SSL_free(t->ssl);
 		pthread_mutex_destroy(&t->lock);
+		free(t->sock.out.buf);
 		free(t->stage);
 		free(t);
 		return rc;
