@@ -144,6 +144,8 @@ static void tls_load(void)
 	t->peer_name = env_str("UIWARP_TLS_PEER_NAME");
 	t->ciphers = env_str("UIWARP_TLS_CIPHERS");
 	t->psk_identity = env_str("UIWARP_TLS_PSK_IDENTITY");
+	const char *k = env_str("UIWARP_TLS_KTLS");
+	t->no_ktls = k && (!strcmp(k, "0") || !strcmp(k, "off"));
 	const char *psk = env_str("UIWARP_TLS_PSK");
 	size_t n = psk ? strlen(psk) : 0;
 	bool ok = n % 2 == 0 && n / 2 <= sizeof(t->psk);

@@ -197,6 +197,7 @@ struct uiw_tls_opts {
 	const char *psk_identity; /* external PSK identity (NULL: "uiwarp") */
 	uint8_t psk[64];	  /* external PSK (RFC 8446 §2.2), psk_len bytes */
 	int psk_len;		  /* 0: no PSK */
+	bool no_ktls;		  /* never hand the keys to the kernel (kTLS) */
 };
 
 /* The TLS 1.3 handshake as client on the connected stream *s (a TCP
@@ -208,7 +209,10 @@ struct uiw_tls_opts {
  * certificate did not verify: its CA, its name, its dates), -ECONNREFUSED
  * (another handshake failure: the peer's alert, no common cipher, PSK
  * mismatch), -EINVAL (a certificate, key or CA file that does not load),
- * -ENOMEM. Logged (UIWARP_LOG=warn). RFC 8446. */
+ * -ENOMEM. Logged (UIWARP_LOG=warn). After the handshake the keys go to
+ * the kernel's TLS when it has it and o->no_ktls is not set (kTLS:
+ * TCP_ULP "tls", SOL_TLS TLS_TX / TLS_RX; UIWARP_LOG=info says so); the
+ * stream's operations are the same either way. RFC 8446. */
 int uiw_tls_client(struct uiw_stream **s, const struct uiw_tls_opts *o, int timeout_ms);
 
 /* The listener's side: with o->mode off does nothing; otherwise waits up

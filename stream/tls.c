@@ -37,12 +37,18 @@
  * The receive and send sides of a QP run in different threads; one SSL
  * object is not safe for concurrent SSL_read and SSL_write, so each call
  * holds the stream's mutex (per batch of FPDUs, not per FPDU).
+ * Where the kernel has TLS (kTLS, CONFIG_TLS) the keys go to it after the
+ * handshake (ktls_try) and sendv / recvv become sendmsg / recvmsg on the
+ * socket: the kernel seals and opens the records (docs/design.md "TLS").
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <limits.h>
+#include <linux/tls.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/kdf.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -56,6 +62,16 @@
 
 #include "stream/stream.h"
 #include "util/log.h"
+
+#ifndef TCP_ULP
+#define TCP_ULP 31
+#endif
+#ifndef SOL_TLS
+#define SOL_TLS 282
+#endif
+/* TLS 1.3 content types (RFC 8446 §5.1) */
+#define TLS_CT_ALERT 21
+#define TLS_CT_APPDATA 23
 
 /* Bytes gathered into one staging buffer (SSL_write_ex cuts 16 KiB records). */
 #define TLS_STAGE (64 * 1024)
@@ -111,6 +127,15 @@ struct tls_stream {
 	pthread_mutex_t lock; /* SSL_read / SSL_write / SSL_pending / SSL_shutdown */
 	uint8_t *stage;	      /* TLS_STAGE bytes */
 	struct tls_sock sock; /* the BIO's */
+	/* kTLS: the kernel's TLS does the records of that direction (the
+	 * socket is then read / written as a TCP socket) */
+	bool ktls_tx, ktls_rx;
+	/* the handshake's traffic secrets (RFC 8446 §7.1), kept from
+	 * OpenSSL's key log only until kTLS has the keys: [0] the
+	 * client's, [1] the server's */
+	bool want_ktls;
+	uint8_t secret[2][64];
+	size_t secret_len[2];
 };
 
 /* ------------------------------------------------ the socket under TLS */
@@ -467,11 +492,67 @@ static ssize_t sendv_locked(struct tls_stream *t, const struct iovec *iov, int n
 	return done ? (ssize_t)done : -EAGAIN;
 }
 
+/* sendv / recvv when the kernel does the records (kTLS): the socket as a
+ * TCP socket. A record of another type than application data that
+ * reaches the reader (RFC 8446 §5.1) ends the stream: an alert (the
+ * peer's close_notify: 0; any other: -ECONNRESET), a handshake message
+ * (a KeyUpdate, which the kernel cannot follow: -EPROTO). */
+static ssize_t ktls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+	ssize_t r = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (r >= 0)
+		return r;
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
+}
+
+static ssize_t ktls_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(unsigned char))];
+	} c;
+	struct msghdr m = {.msg_iov = (struct iovec *)iov,
+			   .msg_iovlen = (size_t)n,
+			   .msg_control = c.buf,
+			   .msg_controllen = sizeof(c.buf)};
+	ssize_t r = recvmsg(s->fd, &m, MSG_DONTWAIT);
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return -EAGAIN;
+		int e = errno;
+		if (uiw_log_on(UIW_LOG_WARN)) {
+			char tup[128];
+			uiw_log(UIW_LOG_WARN, uiw_log_tuple(s->fd, tup, sizeof(tup)),
+				"TLS read failed (kTLS): %s",
+				e == EBADMSG ? "bad record mac" : strerror(e));
+		}
+		return -e;
+	}
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	if (r == 0 || !h || h->cmsg_level != SOL_TLS || h->cmsg_type != TLS_GET_RECORD_TYPE ||
+	    *CMSG_DATA(h) == TLS_CT_APPDATA)
+		return r;
+	unsigned char type = *CMSG_DATA(h);
+	const uint8_t *a = iov[0].iov_base;
+	if (type == TLS_CT_ALERT && r >= 2 && iov[0].iov_len >= 2 && a[1] == 0)
+		return 0; /* close_notify */
+	if (uiw_log_on(UIW_LOG_WARN)) {
+		char tup[128];
+		uiw_log(UIW_LOG_WARN, uiw_log_tuple(s->fd, tup, sizeof(tup)),
+			"TLS (kTLS): a record of type %u from the peer (%s)", type,
+			type == TLS_CT_ALERT ? "an alert" : "not application data");
+	}
+	return type == TLS_CT_ALERT ? -ECONNRESET : -EPROTO;
+}
+
 static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
 	struct tls_stream *t = tls_of(s);
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
+	if (t->ktls_tx)
+		return ktls_sendv(s, iov, n);
 	pthread_mutex_lock(&t->lock);
 	ssize_t r = sendv_locked(t, iov, n);
 	pthread_mutex_unlock(&t->lock);
@@ -487,6 +568,8 @@ static ssize_t tls_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
+	if (t->ktls_rx)
+		return ktls_recvv(s, iov, n);
 	pthread_mutex_lock(&t->lock);
 	for (int i = 0; i < n; i++) {
 		size_t at = 0;
@@ -514,6 +597,8 @@ out:
 static size_t tls_rx_buffered(struct uiw_stream *s)
 {
 	struct tls_stream *t = tls_of(s);
+	if (t->ktls_rx)
+		return 0;
 	pthread_mutex_lock(&t->lock);
 	int p = SSL_pending(t->ssl);
 	pthread_mutex_unlock(&t->lock);
@@ -537,6 +622,27 @@ static int tls_silent_ms(struct uiw_stream *s)
 static void tls_shutdown_send(struct uiw_stream *s)
 {
 	struct tls_stream *t = tls_of(s);
+	if (t->ktls_tx) {
+		/* close_notify as a record of type alert (RFC 8446 §6.1) */
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(unsigned char))];
+		} c;
+		unsigned char alert[2] = {1, 0}; /* warning, close_notify */
+		struct iovec v = {alert, sizeof(alert)};
+		struct msghdr m = {.msg_iov = &v,
+				   .msg_iovlen = 1,
+				   .msg_control = c.buf,
+				   .msg_controllen = sizeof(c.buf)};
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_TLS;
+		h->cmsg_type = TLS_SET_RECORD_TYPE;
+		h->cmsg_len = CMSG_LEN(sizeof(unsigned char));
+		*CMSG_DATA(h) = TLS_CT_ALERT;
+		(void)sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)shutdown(s->fd, SHUT_WR);
+		return;
+	}
 	pthread_mutex_lock(&t->lock);
 	(void)SSL_shutdown(t->ssl);
 	ERR_clear_error();
@@ -574,6 +680,165 @@ static const struct uiw_stream_ops tls_ops = {
     .abort = tls_abort,
     .destroy = tls_destroy,
 };
+
+/* ----------------------------------------------------------------- kTLS */
+
+/* OpenSSL's key log (SSL_CTX_set_keylog_callback): keeps the two
+ * application traffic secrets of a stream that will hand them to the
+ * kernel ("CLIENT_TRAFFIC_SECRET_0 <client random> <secret>" in hex, the
+ * NSS key log format). */
+static void keylog_cb(const SSL *ssl, const char *line)
+{
+	struct tls_stream *t = SSL_get_app_data(ssl);
+	static const char *const label[2] = {"CLIENT_TRAFFIC_SECRET_0 ",
+					     "SERVER_TRAFFIC_SECRET_0 "};
+	if (!t || !t->want_ktls)
+		return;
+	for (int k = 0; k < 2; k++) {
+		if (strncmp(line, label[k], strlen(label[k])))
+			continue;
+		const char *hex = strrchr(line, ' ') + 1;
+		size_t n = strlen(hex) / 2;
+		if (n > sizeof(t->secret[k]))
+			return;
+		for (size_t i = 0; i < n; i++) {
+			char h[3] = {hex[2 * i], hex[2 * i + 1], 0};
+			t->secret[k][i] = (uint8_t)strtoul(h, NULL, 16);
+		}
+		t->secret_len[k] = n;
+	}
+}
+
+/* HKDF-Expand-Label(secret, label, "", len) of RFC 8446 §7.1 with the
+ * suite's hash md (OpenSSL's HKDF, expand only) into out. Returns 0 or -1. */
+static int hkdf_expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label,
+			     uint8_t *out, size_t len)
+{
+	uint8_t info[2 + 1 + 6 + 32 + 1];
+	size_t l = strlen(label);
+	if (l > 32)
+		return -1;
+	info[0] = (uint8_t)(len >> 8);
+	info[1] = (uint8_t)len;
+	info[2] = (uint8_t)(6 + l);
+	memcpy(info + 3, "tls13 ", 6);
+	memcpy(info + 9, label, l);
+	info[9 + l] = 0; /* empty context */
+	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+	EVP_KDF_free(kdf);
+	int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
+	OSSL_PARAM p[] = {
+	    OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)md, 0),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, slen),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, 10 + l),
+	    OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+	    OSSL_PARAM_construct_end(),
+	};
+	int ok = k && EVP_KDF_derive(k, out, len, p) == 1;
+	EVP_KDF_CTX_free(k);
+	return ok ? 0 : -1;
+}
+
+/* The kernel's crypto parameters for one direction (linux/tls.h). */
+union ktls_info {
+	struct tls_crypto_info info;
+	struct tls12_crypto_info_aes_gcm_128 g128;
+	struct tls12_crypto_info_aes_gcm_256 g256;
+	struct tls12_crypto_info_chacha20_poly1305 cc;
+};
+
+/* Fills u for the suite id (0x1301..0x1303) from a traffic secret: the
+ * write key and IV (RFC 8446 §7.3), the record sequence number 0 (no
+ * application data record has gone either way yet). Returns its size, or
+ * 0 for a suite the kernel does not take. */
+static socklen_t ktls_info_make(union ktls_info *u, uint16_t id, const char *md,
+				const uint8_t *secret, size_t slen)
+{
+	uint8_t key[32], iv[12];
+	size_t klen = id == 0x1301 ? 16 : 32;
+	socklen_t size = 0;
+	memset(u, 0, sizeof(*u));
+	if ((id != 0x1301 && id != 0x1302 && id != 0x1303) ||
+	    hkdf_expand_label(md, secret, slen, "key", key, klen) ||
+	    hkdf_expand_label(md, secret, slen, "iv", iv, sizeof(iv)))
+		return 0;
+	u->info.version = TLS_1_3_VERSION;
+	if (id == 0x1301) {
+		u->info.cipher_type = TLS_CIPHER_AES_GCM_128;
+		memcpy(u->g128.key, key, 16);
+		memcpy(u->g128.salt, iv, 4);
+		memcpy(u->g128.iv, iv + 4, 8);
+		size = sizeof(u->g128);
+	} else if (id == 0x1302) {
+		u->info.cipher_type = TLS_CIPHER_AES_GCM_256;
+		memcpy(u->g256.key, key, 32);
+		memcpy(u->g256.salt, iv, 4);
+		memcpy(u->g256.iv, iv + 4, 8);
+		size = sizeof(u->g256);
+	} else {
+		u->info.cipher_type = TLS_CIPHER_CHACHA20_POLY1305;
+		memcpy(u->cc.key, key, 32);
+		memcpy(u->cc.iv, iv, 12);
+		size = sizeof(u->cc);
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+	OPENSSL_cleanse(iv, sizeof(iv));
+	return size;
+}
+
+/* After the handshake: hands the keys to the kernel's TLS (kTLS) when it
+ * has it (setsockopt TCP_ULP "tls"; this needs CONFIG_TLS, and its module
+ * loads on first use), so records are sealed and opened in the kernel and
+ * the socket is read and written as a TCP socket from then on. Each
+ * direction separately: one the kernel refuses stays with OpenSSL. Nothing
+ * is handed over when OpenSSL already holds bytes past the handshake (it
+ * read no further: read-ahead is off until here). Returns a word for the
+ * log ("tx+rx", "tx", "rx", or why not). */
+static const char *ktls_try(struct tls_stream *t, int server, char *why, size_t wlen)
+{
+	int fd = t->sock.fd;
+	const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+	const EVP_MD *md = c ? SSL_CIPHER_get_handshake_digest(c) : NULL;
+	uint16_t id = c ? (uint16_t)(SSL_CIPHER_get_id(c) & 0xffff) : 0;
+	const char *res = why;
+
+	if (!t->secret_len[0] || !t->secret_len[1] || !md) {
+		snprintf(why, wlen, "off (no traffic secrets)");
+		goto out;
+	}
+	if (SSL_has_pending(t->ssl)) {
+		snprintf(why, wlen, "off (bytes read past the handshake)");
+		goto out;
+	}
+	if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls"))) {
+		snprintf(why, wlen, "not in this kernel (TCP_ULP tls: %s)", strerror(errno));
+		goto out;
+	}
+	union ktls_info u;
+	const char *mdn = EVP_MD_get0_name(md);
+	/* ours to send with: the server's secret on the server */
+	socklen_t n = ktls_info_make(&u, id, mdn, t->secret[server], t->secret_len[server]);
+	if (n && !setsockopt(fd, SOL_TLS, TLS_TX, &u, n))
+		t->ktls_tx = true;
+	int etx = errno;
+	n = ktls_info_make(&u, id, mdn, t->secret[!server], t->secret_len[!server]);
+	if (n && !setsockopt(fd, SOL_TLS, TLS_RX, &u, n))
+		t->ktls_rx = true;
+	int erx = errno;
+	OPENSSL_cleanse(&u, sizeof(u));
+	if (t->ktls_tx && t->ktls_rx)
+		res = "tx+rx";
+	else if (t->ktls_tx || t->ktls_rx)
+		snprintf(why, wlen, "%s only (%s: %s)", t->ktls_tx ? "tx" : "rx",
+			 t->ktls_tx ? "rx" : "tx", n ? strerror(t->ktls_tx ? erx : etx) : "suite");
+	else
+		snprintf(why, wlen, "off (%s)", n ? strerror(etx) : "suite not in the kernel");
+out:
+	OPENSSL_cleanse(t->secret, sizeof(t->secret));
+	t->want_ktls = false;
+	return res;
+}
 
 /* ------------------------------------------------------------- contexts */
 
@@ -642,6 +907,7 @@ static SSL_CTX *tls_ctx(const struct uiw_tls_opts *o, int server)
 	 * not two per record (header, then body) */
 	SSL_CTX_set_read_ahead(c, 1);
 	SSL_CTX_set_default_read_buffer_len(c, TLS_READ_BUF);
+	SSL_CTX_set_keylog_callback(c, keylog_cb);
 	if (server)
 		(void)SSL_CTX_set_num_tickets(c, 0);
 	if (o->cert && *o->cert) {
@@ -721,6 +987,12 @@ static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, in
 		(void)SSL_set1_host(t->ssl, o->peer_name);
 	}
 	pthread_mutex_init(&t->lock, NULL);
+	/* kTLS needs the traffic secrets and nothing read past the
+	 * handshake */
+	t->want_ktls = !o->no_ktls;
+	SSL_set_app_data(t->ssl, t);
+	if (t->want_ktls)
+		SSL_set_read_ahead(t->ssl, 0);
 	int64_t deadline = now_ms() + (timeout_ms >= 0 ? timeout_ms : INT_MAX);
 	int rc = 0;
 	char why[256];
@@ -771,15 +1043,23 @@ static int tls_handshake(struct uiw_stream **s, const struct uiw_tls_opts *o, in
 		}
 		SSL_free(t->ssl);
 		pthread_mutex_destroy(&t->lock);
+		OPENSSL_cleanse(t->secret, sizeof(t->secret));
 		free(t->sock.out.buf);
 		free(t->stage);
 		free(t);
 		return rc;
 	}
+	char kwhy[160];
+	const char *k = "off (UIWARP_TLS_KTLS=0)";
+	if (t->want_ktls)
+		k = ktls_try(t, server, kwhy, sizeof(kwhy));
+	if (!t->ktls_rx)
+		SSL_set_read_ahead(t->ssl, 1);
 	if (uiw_log_on(UIW_LOG_INFO)) {
 		char tup[128];
-		uiw_log(UIW_LOG_INFO, uiw_log_tuple(fd, tup, sizeof(tup)), "stream: %s, %s",
-			SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl));
+		uiw_log(UIW_LOG_INFO, uiw_log_tuple(fd, tup, sizeof(tup)),
+			"stream: %s, %s, kTLS %s", SSL_get_version(t->ssl),
+			SSL_get_cipher_name(t->ssl), k);
 	}
 	t->base = **s;
 	t->base.ops = &tls_ops;

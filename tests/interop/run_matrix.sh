@@ -311,6 +311,61 @@ repl_case() { # CASE u2s|s2u : uiwarp-replicate over uiwarp on one side, over si
 	finish
 }
 
+# uiwarp in the guest, whose Debian kernel has kTLS (CONFIG_TLS=m), against
+# uiwarp on the host, which has none: uiwarp-replicate --tls both ways with
+# a PSK (the guest's uiwarp hands the keys to the kernel after the
+# handshake, the host's seals and opens records with OpenSSL: the same
+# records on the wire). Checks: the copy arrives whole, the guest's log
+# says "kTLS tx+rx", the guest kernel's /proc/net/tls_stat counted the
+# sockets (TlsTxSw, TlsRxSw) and no decrypt error.
+ktls_case() { # CASE u2g|g2u SUITE
+	local dir=$2 suite=$3
+	begin "$1"
+	local psk=6b544c5320696e7465726f702070726573686172656420206b6579202121
+	local ul=$LAB_SHARE/interop/uiwlib
+	mkdir -p "$ul"
+	cp -a "$UIW_BUILD"/lib/libuiwarp.so* "$UIW_BUILD"/lib/libibverbs.so* "$UIW_BUILD"/lib/librdmacm.so* \
+		"$ul/"
+	local GE="LD_LIBRARY_PATH=/lab/interop/uiwlib:/lab/interop/lib UIWARP_TLS_PSK=$psk UIWARP_TLS_CIPHERS=$suite UIWARP_LOG=info"
+	local HE=(UIWARP_TLS_PSK=$psk UIWARP_TLS_CIPHERS=$suite UIWARP_LOG=info)
+	local st0 st1
+	st0=$(G -t 10 'modprobe tls 2>/dev/null; cat /proc/net/tls_stat' 2>/dev/null)
+	local srv src=$LAB_SHARE/interop/ktls-src.bin hsrc=$CASE_DIR/src.bin hdst=$CASE_DIR/dst.bin
+	if [ "$dir" = u2g ]; then # the host sends, the guest's uiwarp receives
+		head -c 3000000 /dev/urandom >"$hsrc"
+		gbg srv 120 guest-recv "$GE /lab/interop/bin/uiwarp-replicate recv --tls --bind $GIP --port $PORT -q -t 60 /tmp/ktls-dst.bin && md5sum /tmp/ktls-dst.bin; rm -f /tmp/ktls-dst.bin"
+		g_wait_listen "$PORT" 15 || bad "guest replicate recv did not listen"
+		hrun 120 host-send "${HE[@]}" "${UIW_RUN[@]}" "$UIW_BUILD/bin/uiwarp-replicate" send --tls --port "$PORT" -q -c 256k -t 60 "$hsrc" $GIP ||
+			bad "host send exit $(cat "$CASE_DIR/host-send.rc")"
+		jwait "$srv" 60 || bad "guest recv exit $(cat "$CASE_DIR/guest-recv.rc" 2>/dev/null || echo timeout)"
+		grep -q "^$(md5sum <"$hsrc" | cut -c1-32) " "$CASE_DIR/guest-recv.out" || bad "file differs (md5)"
+		grep -q "kTLS tx+rx" "$CASE_DIR/guest-recv.out" || bad "the guest's stream did not say kTLS tx+rx"
+		rm -f "$hsrc"
+	else # the guest's uiwarp sends, the host receives
+		head -c 3000000 /dev/urandom >"$src"
+		hbg srv 120 host-recv "${HE[@]}" "${UIW_RUN[@]}" "$UIW_BUILD/bin/uiwarp-replicate" recv --tls --bind $HIP --port "$PORT" -q -t 60 "$hdst"
+		h_wait_listen "$PORT" 15 || bad "host recv did not listen"
+		grun 120 guest-send "$GE /lab/interop/bin/uiwarp-replicate send --tls --port $PORT -q -c 256k -t 60 /lab/interop/ktls-src.bin $HIP" ||
+			bad "guest send exit $(cat "$CASE_DIR/guest-send.rc")"
+		jwait "$srv" 60 || bad "host recv exit $(cat "$CASE_DIR/host-recv.rc" 2>/dev/null || echo timeout)"
+		cmp -s "$src" "$hdst" || bad "file differs"
+		grep -q "kTLS tx+rx" "$CASE_DIR/guest-send.out" || bad "the guest's stream did not say kTLS tx+rx"
+		rm -f "$src" "$hdst"
+	fi
+	grep -q "with TLS" "$CASE_DIR"/host-*.out "$CASE_DIR"/host-*.err 2>/dev/null || bad "the host's copy did not say TLS"
+	st1=$(G -t 10 'cat /proc/net/tls_stat' 2>/dev/null)
+	printf '%s\n--- after\n%s\n' "$st0" "$st1" >"$CASE_DIR/tls_stat.txt"
+	local k a b
+	for k in TlsTxSw TlsRxSw; do
+		a=$(awk -v k=$k '$1 == k {print $2}' <<<"$st0")
+		b=$(awk -v k=$k '$1 == k {print $2}' <<<"$st1")
+		[ -n "$b" ] && [ "$b" -gt "${a:-0}" ] || bad "guest /proc/net/tls_stat $k did not grow (${a:-?} -> ${b:-?})"
+	done
+	b=$(awk '$1 == "TlsDecryptError" {print $2}' <<<"$st1")
+	[ "${b:-0}" = 0 ] || bad "guest kTLS decrypt errors: $b"
+	finish
+}
+
 # ================================================================ the matrix
 # --- rping, siw defaults, both directions
 want rping_u2s_default && run rping_case rping_u2s_default u2s "" "" on 10 64
@@ -420,6 +475,11 @@ want terminate_from_uiwarp && run cm_case terminate_from_uiwarp s2u "--act badwr
 # --- uiwarp-replicate against the other stack
 want repl_u2s && run repl_case repl_u2s u2s
 want repl_s2u && run repl_case repl_s2u s2u
+
+# --- TLS (issue 15): the guest's uiwarp on kTLS against the host's on OpenSSL
+want ktls_u2g_aes128 && run ktls_case ktls_u2g_aes128 u2g TLS_AES_128_GCM_SHA256
+want ktls_g2u_aes128 && run ktls_case ktls_g2u_aes128 g2u TLS_AES_128_GCM_SHA256
+want ktls_g2u_chacha20 && run ktls_case ktls_g2u_chacha20 g2u TLS_CHACHA20_POLY1305_SHA256
 
 # --- the iWARP port mapper: uiwarp's iwpm against rdma-core's iwpmd in the
 # guest, both roles (tests/iwpm/lab_iwpmd.sh; runs `iwpmd -s` in the guest
