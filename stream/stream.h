@@ -167,6 +167,17 @@ int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
  * getsockopt (-EBADF, -ENOTSOCK). */
 int uiw_tcp_emss(int fd);
 
+/* The TCP stream's sendv and recvv on a connected socket fd, for a stream
+ * that keeps the kernel socket underneath (TLS records sealed by the
+ * kernel, kTLS): non-blocking, at most 1024 iovecs a call, EINTR retried.
+ * sendv returns the bytes taken (> 0), -EAGAIN, or -errno (-EPIPE,
+ * -ECONNRESET; MSG_NOSIGNAL). recvv returns the bytes read, 0 at the end
+ * of the stream, -EAGAIN, or -errno; control (may be NULL) takes the
+ * ancillary data, *control_len bytes of room in, the length used out
+ * (recvmsg(2) msg_control). */
+ssize_t uiw_tcp_sendv(int fd, const struct iovec *iov, int n);
+ssize_t uiw_tcp_recvv(int fd, const struct iovec *iov, int n, void *control, size_t *control_len);
+
 /* silent_ms of a stream on socket fd (see uiw_stream_ops): for an
  * IPPROTO_MPTCP socket that did not fall back, the least over its subflows
  * of tcpi_last_data_recv and tcpi_last_ack_recv (getsockopt SOL_MPTCP

@@ -61,6 +61,12 @@ static socklen_t sa_len(const struct sockaddr *sa)
  * not SIGPIPE. */
 static ssize_t tcp_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
+	return uiw_tcp_sendv(s->fd, iov, n);
+}
+
+/* See stream/stream.h. */
+ssize_t uiw_tcp_sendv(int fd, const struct iovec *iov, int n)
+{
 	struct msghdr msg = {0};
 
 	if (n < 0 || (n > 0 && !iov))
@@ -68,7 +74,7 @@ static ssize_t tcp_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 	msg.msg_iov = (struct iovec *)(uintptr_t)iov; /* sendmsg only reads the array */
 	msg.msg_iovlen = (size_t)(n > TCP_IOV_MAX ? TCP_IOV_MAX : n);
 	for (int i = 0; i < TCP_MAX_EINTR; i++) {
-		ssize_t r = sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t r = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r >= 0)
 			return r == 0 && n > 0 ? -EAGAIN : r;
 		if (errno != EINTR)
@@ -80,14 +86,24 @@ static ssize_t tcp_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 /* recvv: see stream/stream.h. */
 static ssize_t tcp_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
+	return uiw_tcp_recvv(s->fd, iov, n, NULL, NULL);
+}
+
+/* See stream/stream.h. */
+ssize_t uiw_tcp_recvv(int fd, const struct iovec *iov, int n, void *control, size_t *control_len)
+{
 	struct msghdr msg = {0};
 
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
 	msg.msg_iov = (struct iovec *)(uintptr_t)iov; /* recvmsg does not write the array */
 	msg.msg_iovlen = (size_t)(n > TCP_IOV_MAX ? TCP_IOV_MAX : n);
+	msg.msg_control = control;
+	msg.msg_controllen = control_len ? *control_len : 0;
 	for (int i = 0; i < TCP_MAX_EINTR; i++) {
-		ssize_t r = recvmsg(s->fd, &msg, MSG_DONTWAIT);
+		ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT);
+		if (r >= 0 && control_len)
+			*control_len = msg.msg_controllen;
 		if (r >= 0)
 			return r;
 		if (errno != EINTR)

@@ -492,45 +492,29 @@ static ssize_t sendv_locked(struct tls_stream *t, const struct iovec *iov, int n
 	return done ? (ssize_t)done : -EAGAIN;
 }
 
-/* sendv / recvv when the kernel does the records (kTLS): the socket as a
- * TCP socket. A record of another type than application data that
- * reaches the reader (RFC 8446 §5.1) ends the stream: an alert (the
+/* recvv when the kernel does the records (kTLS): the TCP stream's, with
+ * room for the record type the kernel reports. A record of another type
+ * than application data (RFC 8446 §5.1) ends the stream: an alert (the
  * peer's close_notify: 0; any other: -ECONNRESET), a handshake message
- * (a KeyUpdate, which the kernel cannot follow: -EPROTO). */
-static ssize_t ktls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
-{
-	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
-	ssize_t r = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (r >= 0)
-		return r;
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
-}
-
+ * (a KeyUpdate, which the kernel cannot follow: -EPROTO). (sendv is the
+ * TCP stream's: the kernel makes application data records of it.) */
 static ssize_t ktls_recvv(struct uiw_stream *s, const struct iovec *iov, int n)
 {
 	union {
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(sizeof(unsigned char))];
 	} c;
-	struct msghdr m = {.msg_iov = (struct iovec *)iov,
-			   .msg_iovlen = (size_t)n,
-			   .msg_control = c.buf,
-			   .msg_controllen = sizeof(c.buf)};
-	ssize_t r = recvmsg(s->fd, &m, MSG_DONTWAIT);
-	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return -EAGAIN;
-		int e = errno;
-		if (uiw_log_on(UIW_LOG_WARN)) {
-			char tup[128];
-			uiw_log(UIW_LOG_WARN, uiw_log_tuple(s->fd, tup, sizeof(tup)),
-				"TLS read failed (kTLS): %s",
-				e == EBADMSG ? "bad record mac" : strerror(e));
-		}
-		return -e;
+	size_t clen = sizeof(c.buf);
+	ssize_t r = uiw_tcp_recvv(s->fd, iov, n, c.buf, &clen);
+	if (r < 0 && r != -EAGAIN && uiw_log_on(UIW_LOG_WARN)) {
+		char tup[128];
+		uiw_log(UIW_LOG_WARN, uiw_log_tuple(s->fd, tup, sizeof(tup)),
+			"TLS read failed (kTLS): %s",
+			r == -EBADMSG ? "bad record mac" : strerror((int)-r));
 	}
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-	if (r == 0 || !h || h->cmsg_level != SOL_TLS || h->cmsg_type != TLS_GET_RECORD_TYPE ||
+	struct msghdr m = {.msg_control = c.buf, .msg_controllen = clen};
+	struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (!h || h->cmsg_level != SOL_TLS || h->cmsg_type != TLS_GET_RECORD_TYPE ||
 	    *CMSG_DATA(h) == TLS_CT_APPDATA)
 		return r;
 	unsigned char type = *CMSG_DATA(h);
@@ -552,7 +536,7 @@ static ssize_t tls_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 	if (n < 0 || (n > 0 && !iov))
 		return -EINVAL;
 	if (t->ktls_tx)
-		return ktls_sendv(s, iov, n);
+		return uiw_tcp_sendv(s->fd, iov, n);
 	pthread_mutex_lock(&t->lock);
 	ssize_t r = sendv_locked(t, iov, n);
 	pthread_mutex_unlock(&t->lock);
@@ -697,42 +681,30 @@ static void keylog_cb(const SSL *ssl, const char *line)
 	for (int k = 0; k < 2; k++) {
 		if (strncmp(line, label[k], strlen(label[k])))
 			continue;
-		const char *hex = strrchr(line, ' ') + 1;
-		size_t n = strlen(hex) / 2;
-		if (n > sizeof(t->secret[k]))
-			return;
-		for (size_t i = 0; i < n; i++) {
-			char h[3] = {hex[2 * i], hex[2 * i + 1], 0};
-			t->secret[k][i] = (uint8_t)strtoul(h, NULL, 16);
-		}
-		t->secret_len[k] = n;
+		size_t n = 0;
+		if (OPENSSL_hexstr2buf_ex(t->secret[k], sizeof(t->secret[k]), &n,
+					  strrchr(line, ' ') + 1, '\0') == 1)
+			t->secret_len[k] = n;
 	}
 }
 
 /* HKDF-Expand-Label(secret, label, "", len) of RFC 8446 §7.1 with the
- * suite's hash md (OpenSSL's HKDF, expand only) into out. Returns 0 or -1. */
+ * suite's hash md into out: OpenSSL's TLS13-KDF, expand only. Returns 0
+ * or -1. */
 static int hkdf_expand_label(const char *md, const uint8_t *secret, size_t slen, const char *label,
 			     uint8_t *out, size_t len)
 {
-	uint8_t info[2 + 1 + 6 + 32 + 1];
-	size_t l = strlen(label);
-	if (l > 32)
-		return -1;
-	info[0] = (uint8_t)(len >> 8);
-	info[1] = (uint8_t)len;
-	info[2] = (uint8_t)(6 + l);
-	memcpy(info + 3, "tls13 ", 6);
-	memcpy(info + 9, label, l);
-	info[9 + l] = 0; /* empty context */
-	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	EVP_KDF *kdf = EVP_KDF_fetch(NULL, OSSL_KDF_NAME_TLS1_3_KDF, NULL);
 	EVP_KDF_CTX *k = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
 	EVP_KDF_free(kdf);
 	int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
 	OSSL_PARAM p[] = {
+	    OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
 	    OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)md, 0),
 	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)secret, slen),
-	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, 10 + l),
-	    OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PREFIX, "tls13 ", 6),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_LABEL, (void *)label, strlen(label)),
+	    OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_DATA, "", 0),
 	    OSSL_PARAM_construct_end(),
 	};
 	int ok = k && EVP_KDF_derive(k, out, len, p) == 1;
