@@ -31,6 +31,9 @@ struct uiw_cq {
 	struct uiw_wc *ring;
 	uint32_t size, head, count;
 	bool armed, solicited_only, overflow;
+	/* CQEs pushed since creation, and that count when fn was last called:
+	 * the CQEs after `announced` came after the last notification */
+	uint64_t pushed, announced;
 	uiw_cq_notify_fn fn;
 	void *ctx;
 	atomic_int users; /* QPs */
@@ -237,7 +240,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	return 0;
 }
 
-int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
+int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only, bool only_new)
 {
 	/* ibv_req_notify_cq is no cancellation point: the unpark and the
 	 * callback write (eventfd, the event record) */
@@ -248,15 +251,37 @@ int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only)
 	pthread_mutex_lock(&cq->lock);
 	/* Armed while completions wait to be polled: notify now, as hardware
 	 * does (its consumer index lags the producer), so a consumer that
-	 * polls a bounded batch per event never sleeps on a full CQ. */
-	bool fire = !solicited_only && cq->count > 0 && cq->fn;
+	 * polls a bounded batch per event never sleeps on a full CQ. With
+	 * only_new, not for CQEs the last notification already covered (the
+	 * count of unpolled CQEs is the newest `count`, of uncovered ones
+	 * the newest `pushed - announced`: both non-zero means an unpolled
+	 * CQE is uncovered). */
+	bool fire =
+	    !solicited_only && cq->count > 0 && cq->fn && (!only_new || cq->pushed > cq->announced);
 	cq->armed = !fire;
 	cq->solicited_only = solicited_only;
+	if (fire)
+		cq->announced = cq->pushed;
 	pthread_mutex_unlock(&cq->lock);
 	if (fire)
 		cq->fn(cq, cq->ctx);
 	uiw_nocancel_end(cs);
 	return 0;
+}
+
+/* See rdmap/rdmap.h. */
+bool uiw_cq_notify_unpolled(struct uiw_cq *cq)
+{
+	pthread_mutex_lock(&cq->lock);
+	bool fire = cq->armed && !cq->solicited_only && cq->count > 0 && cq->fn;
+	if (fire) {
+		cq->armed = false;
+		cq->announced = cq->pushed;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	if (fire)
+		cq->fn(cq, cq->ctx);
+	return fire;
 }
 
 /* See rdmap/internal.h. */
@@ -295,10 +320,12 @@ bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited)
 		slot -= cq->size;
 	cq->ring[slot] = *wc;
 	cq->count++;
+	cq->pushed++;
 	/* verbs: an error CQE or a solicited one fires a solicited-only arm */
 	if (cq->armed && (!cq->solicited_only || solicited || wc->status != UIW_WC_SUCCESS)) {
 		cq->armed = false;
 		fire = cq->fn != NULL;
+		cq->announced = cq->pushed;
 	}
 	pthread_mutex_unlock(&cq->lock);
 	if (fire)

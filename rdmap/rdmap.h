@@ -131,9 +131,16 @@ int uiw_cq_destroy(struct uiw_cq *cq);
 int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc);
 /* Arms the CQ: the next CQE (or next solicited one) calls fn. If CQEs are
  * already queued (and not solicited_only), fn is called at once instead and
- * the CQ stays disarmed, as hardware does when armed with unpolled CQEs.
- * Returns 0. */
-int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only);
+ * the CQ stays disarmed, as hardware does when armed with unpolled CQEs;
+ * with only_new, only if one of them came after fn's last call (the caller
+ * is about to poll the ones that call announced: an event taken, then the
+ * re-arm, then the poll). Returns 0. */
+int uiw_cq_arm(struct uiw_cq *cq, bool solicited_only, bool only_new);
+/* If the CQ is armed (not solicited_only) and CQEs wait to be polled,
+ * disarms it and calls fn: a consumer that armed before it polled a
+ * bounded batch and left CQEs behind gets another notification. Returns
+ * whether fn was called. */
+bool uiw_cq_notify_unpolled(struct uiw_cq *cq);
 /* CQEs waiting to be polled (a snapshot; makes no progress). */
 uint32_t uiw_cq_count(struct uiw_cq *cq);
 /* True if the CQ overflowed; then the QPs using it went to ERR. */

@@ -70,6 +70,10 @@ struct shim_cq {
 	bool overflow_reported;
 	bool arm_solicited; /* the last ibv_req_notify_cq's solicited_only (atomic) */
 	int records; /* event records of this CQ queued on its channel, not yet read (atomic) */
+	/* ibv_get_cq_event returned a record of this CQ and the CQ has not been
+	 * polled since (atomic): the application's next ibv_req_notify_cq comes
+	 * before the poll that takes what the record announced */
+	bool took_unpolled;
 	/* Added by libibverbs for the ibv_cq_ex poll iterator (ibv_start_poll
 	 * .. ibv_end_poll): the completion being read; single reader per CQ, as
 	 * ibv_create_cq_ex(3) requires. */

@@ -567,7 +567,7 @@ static void ops(void)
 				.flags = UIW_SEND_SIGNALED,
 				.sg_list = &s1,
 				.num_sge = 1};
-	CHECK(uiw_cq_arm(B.cq, true) == 0, "arm");
+	CHECK(uiw_cq_arm(B.cq, true, false) == 0, "arm");
 	post(&A, &w);
 	expect_wc(A.cq, id++, UIW_WC_SUCCESS, UIW_WC_SEND, UINT32_MAX, NULL);
 	expect_wc(B.cq, rid++, UIW_WC_SUCCESS, UIW_WC_RECV, 9, &wc);

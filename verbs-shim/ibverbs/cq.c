@@ -109,7 +109,7 @@ static bool drop_stale_head(struct shim_channel *ch, struct ibv_cq *cq, bool ano
 		return false;
 	(void)!recv(ch->ibv.fd, &head, sizeof(head), MSG_DONTWAIT);
 	__atomic_sub_fetch(&c->records, 1, __ATOMIC_ACQ_REL);
-	(void)uiw_cq_arm(c->cq, __atomic_load_n(&c->arm_solicited, __ATOMIC_RELAXED));
+	(void)uiw_cq_arm(c->cq, __atomic_load_n(&c->arm_solicited, __ATOMIC_RELAXED), false);
 	return true;
 }
 
@@ -151,6 +151,7 @@ static __attribute__((noinline)) int take_record(struct shim_channel *ch, struct
 		e = errno;
 		if (n == (ssize_t)sizeof(ev)) {
 			__atomic_sub_fetch(&shim_cq(ev)->records, 1, __ATOMIC_ACQ_REL);
+			__atomic_store_n(&shim_cq(ev)->took_unpolled, true, __ATOMIC_RELEASE);
 			pthread_mutex_lock(&ev->mutex);
 			shim_cq(ev)->comp_events_reported++;
 			pthread_mutex_unlock(&ev->mutex);
@@ -386,6 +387,7 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -1;
+	__atomic_store_n(&c->took_unpolled, false, __ATOMIC_RELEASE);
 	while (total < num_entries) {
 		int want = num_entries - total;
 		int got;
@@ -414,6 +416,11 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 		(void)drop_stale_head(ch, cq, false);
 		pthread_mutex_unlock(&ch->lock);
 		uiw_nocancel_end(cs);
+	} else if (total == num_entries && total > 0 && cq->channel) {
+		/* A full batch, maybe more behind it: a CQ armed before this
+		 * poll (its re-arm let the CQEs the last event announced go
+		 * by) notifies again for those left */
+		(void)uiw_cq_notify_unpolled(c->cq);
 	}
 	if (total == 0 && !__atomic_load_n(&c->overflow_reported, __ATOMIC_RELAXED) &&
 	    uiw_cq_overflowed(c->cq) &&
@@ -430,12 +437,20 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
  * channel. If the CQ already holds completions, the engine queues the
  * event at once, as hardware does when armed with unpolled CQEs (programs
  * that poll a bounded batch after each event, like perftest -e, rely on
- * it). Returns 0. */
+ * it) -- except for the completions the event the application just took
+ * announced, when it has not polled since: it polls them next, and an
+ * ibv_poll_cq that returns a full batch with more behind notifies then.
+ * Returns 0. */
 int shim_op_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct shim_cq *c = shim_cq(cq);
 	__atomic_store_n(&c->arm_solicited, solicited_only != 0, __ATOMIC_RELAXED);
-	return -uiw_cq_arm(c->cq, solicited_only != 0);
+	/* Right after an event, before the poll it calls for: the CQEs that
+	 * event announced do not fire again (that record would be left with
+	 * nothing behind it once the poll takes them, and perftest -e, which
+	 * polls once per event, would take it for the next completion) */
+	return -uiw_cq_arm(c->cq, solicited_only != 0,
+			   __atomic_load_n(&c->took_unpolled, __ATOMIC_ACQUIRE));
 }
 
 /* ------------------------------------------------- CQ ex (poll iterator) */
@@ -467,6 +482,7 @@ static int shim_cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *a
 {
 	if (attr && attr->comp_mask)
 		return EINVAL;
+	__atomic_store_n(&shim_cqx(cqx)->took_unpolled, false, __ATOMIC_RELEASE);
 	return shim_cqx_load(cqx);
 }
 
@@ -477,7 +493,10 @@ static int shim_cqx_next_poll(struct ibv_cq_ex *cqx)
 
 static void shim_cqx_end_poll(struct ibv_cq_ex *cqx)
 {
-	(void)cqx;
+	/* CQEs left behind by a consumer that stopped early, with the CQ
+	 * armed before its poll: notify again (as ibv_poll_cq does) */
+	if (cqx->channel)
+		(void)uiw_cq_notify_unpolled(shim_cqx(cqx)->cq);
 }
 
 static enum ibv_wc_opcode shim_cqx_read_opcode(struct ibv_cq_ex *cqx)
