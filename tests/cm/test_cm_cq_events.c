@@ -311,7 +311,7 @@ static void event_rearm(struct client *c, struct ibv_cq *cq)
 static void test_rearm_after_event(void **state)
 {
 	struct client c;
-	struct ibv_wc wc[3];
+	struct ibv_wc wc[1];
 
 	(void)state;
 	client_up(&c, 0, 4);

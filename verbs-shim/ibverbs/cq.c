@@ -376,6 +376,15 @@ static void shim_wc_from_uiw(struct ibv_wc *w, const struct uiw_wc *u)
 	w->dlid_path_bits = 0;
 }
 
+/* A poll of c: the event last taken of it (if any) has had its poll.
+ * Written only when set (a CQ without a channel never is), so a busy
+ * poller does not store to the CQ on every call. */
+static inline void polled_since_event(struct shim_cq *c)
+{
+	if (__atomic_load_n(&c->took_unpolled, __ATOMIC_RELAXED))
+		__atomic_store_n(&c->took_unpolled, false, __ATOMIC_RELEASE);
+}
+
 /* ops.poll_cq (ibv_poll_cq(3)): moves up to num_entries completions into
  * wc[], oldest first. Returns the count (0 = empty) or -1 for
  * num_entries < 0. A CQ overflow raises IBV_EVENT_CQ_ERR once. */
@@ -387,7 +396,7 @@ int shim_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -1;
-	__atomic_store_n(&c->took_unpolled, false, __ATOMIC_RELEASE);
+	polled_since_event(c);
 	while (total < num_entries) {
 		int want = num_entries - total;
 		int got;
@@ -482,7 +491,7 @@ static int shim_cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *a
 {
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	__atomic_store_n(&shim_cqx(cqx)->took_unpolled, false, __ATOMIC_RELEASE);
+	polled_since_event(shim_cqx(cqx));
 	return shim_cqx_load(cqx);
 }
 
