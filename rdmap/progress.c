@@ -84,6 +84,8 @@ static struct uiw_engine engine = {
 };
 /* the calling thread is inside uiw_engine_proxy */
 static _Thread_local bool in_proxy;
+/* the calling thread's last uiw_engine_proxy parked the engine */
+static _Thread_local bool tl_proxy_parks;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* See rdmap/internal.h. */
@@ -367,6 +369,21 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 	return true;
 }
 
+/* A poller whose last uiw_engine_proxy parked the engine is still here,
+ * inside a long pass (a megabyte of Read Responses takes longer than
+ * PARK_NS): the engine stays parked instead of waking to drive the same
+ * stream beside it. Not after uiw_engine_unpark (proxy_ns 0), nor for a
+ * poller of an armed CQ (about to sleep on its channel). */
+static void poller_here(void)
+{
+	if (!tl_proxy_parks)
+		return;
+	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
+	if (p)
+		atomic_compare_exchange_strong_explicit(&engine.proxy_ns, &p, uiw_now_ns(),
+							memory_order_relaxed, memory_order_relaxed);
+}
+
 /* See rdmap/internal.h. */
 void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 {
@@ -387,6 +404,8 @@ void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 			ran |= side(qp, PROG_RX | PROG_TIMER, role);
 		if (!ran)
 			return; /* the holders take it on before they let go */
+		if (role == ROLE_POLLER)
+			poller_here();
 	}
 	/* more than a fair share: the engine goes on with what is left */
 	if (atomic_load(&qp->pending))
@@ -549,7 +568,11 @@ static void run_kicks(enum prog_role role)
 	pthread_mutex_unlock(&engine.lock);
 	while (k) {
 		struct uiw_qp *next = k->kick_next;
-		uiw_progress(k, PROG_RX | PROG_TX, role);
+		/* the work is in qp->pending (every kick puts it there): a
+		 * side with nothing to do is not run (no recvmsg on a stream
+		 * nothing came in on, contending with its sender for the
+		 * socket's lock) */
+		uiw_progress(k, 0, role);
 		k = next;
 	}
 }
@@ -564,6 +587,7 @@ void uiw_engine_proxy(bool park)
 	if (pthread_rwlock_tryrdlock(&engine.proxy_lock) != 0)
 		return;
 	in_proxy = true;
+	tl_proxy_parks = park;
 	if (park)
 		atomic_store_explicit(&engine.proxy_ns, uiw_now_ns(), memory_order_relaxed);
 	struct epoll_event ev[16];
@@ -606,7 +630,10 @@ void uiw_engine_nap(uint64_t ns)
 }
 
 /* While pollers do its work (a poller was in uiw_engine_proxy less than
- * PARK_NS ago), the engine thread sleeps for its park length (PARK_NS,
+ * PARK_NS ago, or is still in a pass it began there: poller_here), kicked
+ * QPs included (uiw_engine_proxy runs the kick list: a poller that left
+ * work for the engine after its fair share takes it up again at its next
+ * poll, not the engine beside it), the engine thread sleeps for its park length (PARK_NS,
  * doubled each time it parks again, up to PARK_MAX_NS), until its next
  * deadline or a wake-up on the eventfd, whichever comes first, so that a
  * stream's bytes wake nobody: the poller that is there anyway takes them.
@@ -622,11 +649,6 @@ static bool engine_park(void)
 	}
 	uint64_t until = now + park_ns;
 	pthread_mutex_lock(&engine.lock);
-	if (engine.kick_head) {
-		pthread_mutex_unlock(&engine.lock);
-		park_ns = PARK_NS;
-		return false;
-	}
 	for (int i = 0; i < engine.ndl; i++)
 		if (engine.dl[i]->deadline_ns < until)
 			until = engine.dl[i]->deadline_ns;
