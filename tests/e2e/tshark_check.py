@@ -70,7 +70,11 @@ MARKER_INTERVAL = 512
 
 
 def tshark_pdml(pcap, port, two_pass=False):
+    # on lo a frame is a whole GSO segment: up to 64 KiB of small FPDUs, a few
+    # protocol layers each, past tshark's default of 500 layers per frame
+    # ("Dissector bug ... saved_layers_len < prefs.gui_max_tree_depth")
     cmd = ["tshark", "-r", pcap, "-n"] + (["-2"] if two_pass else []) + [
+           "-o", "gui.max_tree_depth:8192",
            "-o", "tcp.try_heuristic_first:TRUE",
            "-o", "tcp.reassemble_out_of_order:TRUE",
            "--disable-protocol", "rpcordma",
