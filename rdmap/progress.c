@@ -394,6 +394,8 @@ void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 		unsigned w = atomic_load(&qp->pending);
 		if (!w && !(round == 0 && role == ROLE_POSTER))
 			return;
+		if (round > 0 && role == ROLE_POLLER)
+			poller_here(); /* a pass that goes on: no clock read for a short one */
 		ran = false;
 		/* send first: what was posted goes out before we read more; a
 		 * poster always takes the send side (when its post returns,
@@ -404,8 +406,6 @@ void uiw_progress(struct uiw_qp *qp, unsigned what, enum prog_role role)
 			ran |= side(qp, PROG_RX | PROG_TIMER, role);
 		if (!ran)
 			return; /* the holders take it on before they let go */
-		if (role == ROLE_POLLER)
-			poller_here();
 	}
 	/* more than a fair share: the engine goes on with what is left */
 	if (atomic_load(&qp->pending))
