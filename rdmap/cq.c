@@ -2,7 +2,8 @@
  * per FPDU), with verbs req_notify semantics, and the QPs whose progress a
  * thread polling the CQ drives (docs/design.md, "Threads and progress").
  *
- * A poll that finds fewer CQEs than asked for first makes progress in the
+ * A poll that finds fewer CQEs than asked for, or any poll while a QP of
+ * the CQ streams (tx.c: many WRs outstanding), makes progress in the
  * calling thread: it does the engine's work (uiw_engine_proxy: one
  * epoll_wait, not a recvmsg per QP, for the streams of every QP in the
  * process), reading, placing and completing what arrived and sending what
@@ -165,6 +166,18 @@ static void cq_progress(struct uiw_cq *cq)
 	uiw_nocancel_end(cs);
 }
 
+/* Whether a QP of the CQ (the first CQ_SCAN_MAX) has a poster streaming
+ * (uiw_tx_streaming, tx.c). */
+static bool cq_streaming(struct uiw_cq *cq)
+{
+	bool streaming = false;
+	pthread_rwlock_rdlock(&cq->qps_lock);
+	for (int i = 0; i < cq->nqps && i < CQ_SCAN_MAX && !streaming; i++)
+		streaming = uiw_tx_streaming(cq->qps[i]);
+	pthread_rwlock_unlock(&cq->qps_lock);
+	return streaming;
+}
+
 /* Moves up to n CQEs to wc[]. */
 static int cq_pop(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 {
@@ -196,6 +209,19 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	if (k < n) {
 		cq_progress(cq);
 		k += cq_pop(cq, n - k, wc + k);
+	} else if (cq_streaming(cq)) {
+		/* A full batch needs no progress to fill it, but a streaming
+		 * poster (perftest's bandwidth loop: 128 WRs posted, 16
+		 * completions per poll, never a partial batch) is back within
+		 * a few µs with more: its poll sends what waits (the batch
+		 * tx.c deferred, the rest of one the stream took only part of
+		 * at its POLLOUT) and keeps the engine parked, instead of the
+		 * engine waking for each deferred batch's deadline and each
+		 * POLLOUT and meeting the poster on the socket's lock. Not for
+		 * a thread with few WRs outstanding: ib_write_lat's polls one
+		 * completion and then spins on memory for the peer's Write,
+		 * which only an engine that is not parked takes. */
+		cq_progress(cq);
 	}
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);

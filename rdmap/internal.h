@@ -432,6 +432,10 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role);
  * wrapping: cq.c tells a poller that answers the peer (Read Responses)
  * from one that only watches. */
 unsigned uiw_tx_thread_pushes(void);
+/* Whether the QP's poster is streaming: DEFER_DEPTH (8) or more WRs posted
+ * whose completions are not yet polled (tx.c, "Doorbell batching"). A
+ * relaxed read of two counters, no lock: a hint for cq.c, not a state. */
+bool uiw_tx_streaming(const struct uiw_qp *qp);
 /* Sends the RTR of an initiator (RFC 6581 §4) before the engine takes the
  * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);

@@ -421,6 +421,19 @@ static void tx_local_failure(struct uiw_qp *qp)
 #define DEFER_MAX_NS (50ull * 1000)
 #define DEFER_DEPTH 8u
 
+/* WRs posted whose completions are not yet polled */
+static unsigned sq_outstanding(const struct uiw_qp *qp)
+{
+	return __atomic_load_n(&qp->sq_tail, __ATOMIC_RELAXED) -
+	       atomic_load_explicit(&qp->sq_polled, memory_order_relaxed);
+}
+
+/* See rdmap/internal.h. */
+bool uiw_tx_streaming(const struct uiw_qp *qp)
+{
+	return sq_outstanding(qp) >= DEFER_DEPTH;
+}
+
 static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 {
 	const struct mpa_txbatch *b = c->tx;
@@ -431,8 +444,7 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	qp->tx_last_post_ns = now;
 	if (now - qp->tx_last_push_ns > DEFER_NS && now - prev > DEFER_NS)
 		return false;
-	unsigned depth = __atomic_load_n(&qp->sq_tail, __ATOMIC_RELAXED) -
-			 atomic_load_explicit(&qp->sq_polled, memory_order_relaxed);
+	unsigned depth = sq_outstanding(qp);
 	/* a full send queue takes no WR before a completion is polled: the
 	 * batch cannot grow, and the completion the poster needs next would
 	 * only come later (perftest's -e latency tests, TX depth 1, poll the
