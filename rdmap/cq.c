@@ -2,9 +2,9 @@
  * per FPDU), with verbs req_notify semantics, and the QPs whose progress a
  * thread polling the CQ drives (docs/design.md, "Threads and progress").
  *
- * A poll that finds fewer CQEs than asked for, or any poll while a QP of
- * the CQ streams (tx.c: many WRs outstanding), makes progress in the
- * calling thread: it does the engine's work (uiw_engine_proxy: one
+ * A poll that finds fewer CQEs than asked for, or any poll of the send
+ * CQ of a QP that streams (tx.c: many WRs outstanding), makes progress in
+ * the calling thread: it does the engine's work (uiw_engine_proxy: one
  * epoll_wait, not a recvmsg per QP, for the streams of every QP in the
  * process), reading, placing and completing what arrived and sending what
  * is queued, so a thread that polls needs no other thread to wake up for
@@ -166,14 +166,18 @@ static void cq_progress(struct uiw_cq *cq)
 	uiw_nocancel_end(cs);
 }
 
-/* Whether a QP of the CQ (the first CQ_SCAN_MAX) has a poster streaming
- * (uiw_tx_streaming, tx.c). */
+/* Whether a QP of the CQ (the first CQ_SCAN_MAX) whose send completions
+ * come here has a poster streaming (uiw_tx_streaming, tx.c): the poll is
+ * that poster's. Not a receive CQ: perftest's Send server, which polls
+ * its receive CQ 16 at a time at 3 M messages/s, has 8 of its own small
+ * WRs outstanding for a long while, and progress in each of its full
+ * polls took a third of its message rate. */
 static bool cq_streaming(struct uiw_cq *cq)
 {
 	bool streaming = false;
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	for (int i = 0; i < cq->nqps && i < CQ_SCAN_MAX && !streaming; i++)
-		streaming = uiw_tx_streaming(cq->qps[i]);
+		streaming = cq->qps[i]->scq == cq && uiw_tx_streaming(cq->qps[i]);
 	pthread_rwlock_unlock(&cq->qps_lock);
 	return streaming;
 }
