@@ -6,7 +6,9 @@
  * batch of up to 64 FPDUs / 1088 KiB goes to the stream in one call. The
  * stream is non-blocking: what it does not take now stays in the batch and
  * the next mpa_tx_push continues from there; nothing is added to a batch
- * that has started to go out.
+ * that has started to go out. A streaming sender sends whole TCP segments
+ * and carries the rest (at most MPA_TX_CARRY_MAX bytes, copied) in front
+ * of the next batch (mpa_tx_push_held).
  *
  * Markers (RFC 5044 §5), negotiated per direction, are off by default and
  * then cost one branch per FPDU: with them an FPDU's iovecs are split at
@@ -71,6 +73,7 @@ int mpa_conn_init(struct mpa_conn *c, struct uiw_stream *s, const struct mpa_neg
 		return -ENOMEM;
 	}
 	tx_reset(c->tx);
+	c->tx->carry_len = 0;
 	c->rb_cap = cap;
 	c->s = s;
 	c->crc = neg->crc;
@@ -95,6 +98,10 @@ int mpa_conn_init(struct mpa_conn *c, struct uiw_stream *s, const struct mpa_neg
 	if (mulpdu > MPA_LARGE_MULPDU)
 		mulpdu = MPA_LARGE_MULPDU;
 	c->mulpdu = (uint32_t)mulpdu;
+	/* whole segments only with large FPDUs: FPDUs of one segment each
+	 * start at segment boundaries (RFC 5044 §4.1; an RNIC places them
+	 * as they come), which a carried tail in front would undo */
+	c->tx_seg = s->ops->emss_segments && neg->large_tx && !c->markers_tx ? (uint32_t)emss : 0;
 	if (uiw_log_on(UIW_LOG_DEBUG)) {
 		char t[128];
 		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),
@@ -358,30 +365,89 @@ int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struc
 	return 0;
 }
 
-/* See mpa/mpa.h. */
-int mpa_tx_push(struct mpa_conn *c)
+/* The batch's next n unsent bytes went to the stream. */
+static void tx_advance(struct mpa_txbatch *b, size_t n)
+{
+	b->sent += n;
+	size_t k = n + b->done_off;
+	while (b->done_iov < b->niov && k >= b->iov[b->done_iov].iov_len)
+		k -= b->iov[b->done_iov++].iov_len;
+	b->done_off = k;
+}
+
+/* Copies the batch's unsent bytes (tail of them, at most
+ * MPA_TX_CARRY_MAX) behind the carry and marks them sent. Returns 0, or
+ * -EFAULT / -EACCES (a payload page is gone: nothing changed). */
+static int tx_carry(struct mpa_txbatch *b)
+{
+	uint32_t n = b->carry_len;
+	for (int i = b->done_iov; i < b->niov; i++) {
+		size_t off = i == b->done_iov ? b->done_off : 0;
+		size_t l = b->iov[i].iov_len - off;
+		int e =
+		    uiw_guard_memcpy(b->carry + n, (const uint8_t *)b->iov[i].iov_base + off, l);
+		if (e)
+			return e;
+		n += (uint32_t)l;
+	}
+	tx_advance(b, b->bytes - b->sent);
+	b->carry_len = n;
+	return 0;
+}
+
+/* mpa_tx_push and mpa_tx_push_held (hold). */
+static int tx_push(struct mpa_conn *c, bool hold)
 {
 	struct mpa_txbatch *b = c->tx;
-	if (b->nfpdu == 0)
-		return 1;
-	while (b->sent < b->bytes) {
-		struct iovec *v = &b->iov[b->done_iov];
-		struct iovec save = *v;
-		v->iov_base = (uint8_t *)v->iov_base + b->done_off;
-		v->iov_len -= b->done_off;
-		ssize_t r = uiw_stream_sendv(c->s, v, b->niov - b->done_iov);
-		*v = save;
+	size_t left = b->bytes - b->sent;
+	size_t total = b->carry_len + left;
+	/* what goes now: all of it, or with hold the whole segments of it
+	 * when the rest lies in this batch and fits the carry */
+	size_t tail = 0;
+	if (hold && c->tx_seg && total >= c->tx_seg) {
+		tail = total % c->tx_seg;
+		if (tail > left || b->carry_len + tail > MPA_TX_CARRY_MAX)
+			tail = 0;
+	}
+	size_t want = total - tail;
+	while (want) {
+		struct iovec v[MPA_TX_MAX_IOV + 1];
+		int nv = 0;
+		size_t n = 0;
+		if (b->carry_len) {
+			v[nv].iov_base = b->carry;
+			v[nv++].iov_len = b->carry_len;
+			n = b->carry_len;
+		}
+		for (int i = b->done_iov; i < b->niov && n < want; i++) {
+			size_t off = i == b->done_iov ? b->done_off : 0;
+			size_t l = b->iov[i].iov_len - off;
+			if (l > want - n)
+				l = want - n;
+			v[nv].iov_base = (uint8_t *)b->iov[i].iov_base + off;
+			v[nv++].iov_len = l;
+			n += l;
+		}
+		ssize_t r = uiw_stream_sendv(c->s, v, nv);
 		c->tx_syscalls++;
 		if (r == -EAGAIN)
 			return 0;
 		if (r < 0)
 			return (int)r;
-		b->sent += (size_t)r;
-		size_t k = (size_t)r + b->done_off;
-		while (b->done_iov < b->niov && k >= b->iov[b->done_iov].iov_len)
-			k -= b->iov[b->done_iov++].iov_len;
-		b->done_off = k;
+		size_t k = (size_t)r;
+		want -= k;
+		if (b->carry_len) {
+			size_t kc = k < b->carry_len ? k : b->carry_len;
+			memmove(b->carry, b->carry + kc, b->carry_len - kc);
+			b->carry_len -= (uint32_t)kc;
+			k -= kc;
+		}
+		tx_advance(b, k);
 	}
+	if (tail && tx_carry(b))
+		return tx_push(c, false); /* the stream says what is wrong */
+	if (b->nfpdu == 0)
+		return 1;
 	c->tx_fpdus += (uint64_t)b->nfpdu;
 	c->tx_bytes += b->bytes;
 	c->tx_off += b->bytes;
@@ -390,9 +456,22 @@ int mpa_tx_push(struct mpa_conn *c)
 }
 
 /* See mpa/mpa.h. */
+int mpa_tx_push(struct mpa_conn *c)
+{
+	return tx_push(c, false);
+}
+
+/* See mpa/mpa.h. */
+int mpa_tx_push_held(struct mpa_conn *c)
+{
+	return tx_push(c, true);
+}
+
+/* See mpa/mpa.h. */
 void mpa_tx_drop(struct mpa_conn *c)
 {
 	tx_reset(c->tx);
+	c->tx->carry_len = 0;
 }
 
 /* See mpa/mpa.h. */

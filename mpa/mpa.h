@@ -139,6 +139,10 @@ int mpa_send_reject(struct uiw_stream *s, const struct mpa_params *req, const vo
 #ifndef MPA_TX_MAX_BYTES
 #define MPA_TX_MAX_BYTES (1088 * 1024)
 #endif
+/* The most bytes a streaming sender keeps back from the end of a batch
+ * (mpa_tx_push_held): the part of the stream past its last full TCP
+ * segment. */
+#define MPA_TX_CARRY_MAX 4096
 /* markers a batch can hold (markers on only): one per 508 payload octets */
 #define MPA_TX_MAX_MARKERS 1024
 /* Payloads up to this many bytes are copied into the batch next to their
@@ -164,6 +168,10 @@ struct mpa_txbatch {
 	uint64_t off;
 	int nmark;
 	uint8_t mark[MPA_TX_MAX_MARKERS][MPA_MARKER_LEN];
+	/* stream bytes of earlier batches kept back (mpa_tx_push_held): they
+	 * go out before this batch's; not cleared when a batch is */
+	uint32_t carry_len;
+	uint8_t carry[MPA_TX_CARRY_MAX];
 };
 
 /* Per-connection framing state; embedded by DDP in its connection. Only
@@ -175,6 +183,10 @@ struct mpa_conn {
 	bool markers_tx, markers_rx;
 	bool rx_crc_run; /* crc && !markers_rx: CRC kept as bytes are consumed */
 	uint32_t mulpdu; /* max ULPDU bytes (DDP header + payload) per FPDU we send */
+	/* bytes: the stream cuts what it sends into segments of this many
+	 * (its EMSS: TCP) and FPDUs are large (neg->large_tx); 0 otherwise
+	 * (TLS records, markers, FPDUs of one segment each) */
+	uint32_t tx_seg;
 	struct mpa_txbatch *tx;
 	/* receive ring: stream bytes read ahead of the current point */
 	uint8_t *rb;
@@ -239,19 +251,40 @@ void mpa_conn_fini(struct mpa_conn *c);
 int mpa_tx_fpdu(struct mpa_conn *c, const void *hdr, size_t hdr_len, const struct iovec *iov,
 		int n);
 
-/* Hands the unsent part of c->tx to the stream without blocking. Returns
- * 1 when the batch went out whole (it is empty again), 0 when the stream
- * took only part (wait for POLLOUT and push again), or -errno from the
- * stream. An empty batch returns 1. */
+/* Hands the unsent part of c->tx, after the bytes earlier pushes kept
+ * back, to the stream without blocking. Returns 1 when the batch went out
+ * whole (it is empty again), 0 when the stream took only part (wait for
+ * POLLOUT and push again), or -errno from the stream. An empty batch
+ * returns 1 (kept-back bytes are sent too). */
 int mpa_tx_push(struct mpa_conn *c);
+
+/* mpa_tx_push for a sender with more to send within microseconds (a
+ * streaming poster): when what is to go is at least one segment of
+ * c->tx_seg bytes, only whole segments go now and the rest, when it is
+ * at most MPA_TX_CARRY_MAX bytes, is copied into the batch's carry and
+ * goes in front of the next push's bytes. A segment cut short at the end
+ * of every send costs a packet on both ends and, flagged as pushed, an
+ * ACK from the receiver for each (docs/performance.md, "Whole segments").
+ * The batch then counts as gone (its WRs may complete: their bytes are
+ * copied). The caller must see that the carry goes out soon: a later
+ * mpa_tx_push sends it. Returns as mpa_tx_push; -EFAULT / -EACCES from a
+ * payload page that is gone leave the bytes in the batch (the next push
+ * sends them, and the stream says what is wrong). */
+int mpa_tx_push_held(struct mpa_conn *c);
 
 /* Empties c->tx without sending it (the stream broke). */
 void mpa_tx_drop(struct mpa_conn *c);
 
-/* True when c->tx holds FPDUs not yet handed to the stream in full. */
+/* True when c->tx holds FPDUs not yet handed to the stream in full, or
+ * bytes kept back from earlier batches (mpa_tx_push_held). */
 static inline bool mpa_tx_busy(const struct mpa_conn *c)
 {
-	return c->tx->nfpdu > 0;
+	return c->tx->nfpdu > 0 || c->tx->carry_len > 0;
+}
+/* True when c->tx holds no FPDU (kept-back bytes aside). */
+static inline bool mpa_tx_empty(const struct mpa_conn *c)
+{
+	return c->tx->nfpdu == 0;
 }
 /* True when c->tx has started going out (no FPDU may be added). */
 static inline bool mpa_tx_pushing(const struct mpa_conn *c)

@@ -361,7 +361,7 @@ static int tx_fill(struct uiw_qp *qp)
 				/* nothing (or a local WQE, retired in order) */
 				pthread_mutex_lock(&qp->lock);
 				bool more = !err && (qp->irq_next != qp->irq_tail || sq_ready(qp));
-				if (!mpa_tx_busy(&qp->mpa))
+				if (mpa_tx_empty(&qp->mpa))
 					batch_done(qp);
 				pthread_mutex_unlock(&qp->lock);
 				if (!more)
@@ -437,7 +437,10 @@ bool uiw_tx_streaming(const struct uiw_qp *qp)
 static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 {
 	const struct mpa_txbatch *b = c->tx;
-	if (mpa_tx_pushing(c) || b->nfpdu >= MPA_TX_MAX_FPDU / 2 || b->bytes >= TX_JOIN_BYTES / 2)
+	/* (a batch of nothing but bytes carried from the last one goes now:
+	 * nothing more was waiting to go behind them) */
+	if (mpa_tx_pushing(c) || b->nfpdu == 0 || b->nfpdu >= MPA_TX_MAX_FPDU / 2 ||
+	    b->bytes >= TX_JOIN_BYTES / 2)
 		return false;
 	uint64_t now = uiw_now_ns();
 	uint64_t prev = qp->tx_last_post_ns;
@@ -457,6 +460,48 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	if (!qp->tx_deferred) {
 		qp->tx_deferred = true;
 		uiw_engine_deadline(qp, now + DEFER_MAX_NS);
+	}
+	return true;
+}
+
+/* Whole segments (mpa_tx_push_held). A stream that sends every batch
+ * whole ends each send with a segment cut short: a packet more on both
+ * ends and, flagged as pushed, an ACK for each from a receiver that reads
+ * it at once (64 KiB Sends on a 1500-byte path, one per sendmsg: 36 vs 44
+ * Gbit/s, docs/performance.md, "Whole segments"). So while the next batch
+ * is sure to come soon (a message waits that did not fit this one, or the
+ * poster streams: uiw_tx_streaming), a batch of up to TX_JOIN_BYTES ends
+ * its push on a segment boundary and its last bytes (at most
+ * MPA_TX_CARRY_MAX, copied) go in front of the next batch. A batch that
+ * ends in a Terminate goes whole (the stream closes behind it). */
+static bool may_hold(const struct uiw_qp *qp)
+{
+	const struct mpa_conn *c = &qp->mpa;
+	return c->tx_seg && !qp->term_in_batch && c->tx->bytes <= TX_JOIN_BYTES &&
+	       (qp->txm.kind != TXM_NONE || uiw_tx_streaming(qp));
+}
+
+/* How long carried bytes wait for the next batch (from the push that left
+ * them): about what a streaming poster takes to post its next 64 KiB
+ * message here (~12 µs at 5 GB/s). */
+#define CARRY_NS (20ull * 1000)
+
+/* Only bytes carried from the last batch are left (mpa_tx_empty). They
+ * wait for the next batch while the poster streams and they are younger
+ * than CARRY_NS; then whoever comes sends them: a poll of one of the QP's
+ * CQs (cq.c drives a QP whose tx_deferred is set at each poll), the next
+ * post, or the engine at the deadline set here (a completion channel
+ * sleeper's uiw_cq_arm unparks it). Returns whether they wait. */
+static bool carry_waits(struct uiw_qp *qp)
+{
+	if (!qp->mpa.tx_seg || qp->term_in_batch || !uiw_tx_streaming(qp))
+		return false;
+	uint64_t at = qp->tx_last_push_ns + CARRY_NS;
+	if (uiw_now_ns() >= at)
+		return false;
+	if (!qp->tx_deferred) {
+		qp->tx_deferred = true;
+		uiw_engine_deadline(qp, at);
 	}
 	return true;
 }
@@ -492,12 +537,16 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			break;
 		}
 		if (mpa_tx_busy(c)) {
+			if (mpa_tx_empty(c) && carry_waits(qp)) {
+				deferred = true;
+				break;
+			}
 			qp->tx_deferred = false;
 			qp->tx_last_push_ns = uiw_now_ns();
 			atomic_fetch_add(&qp->tx_window, 1);
 			/* a POLLOUT the engine reports from here on counts */
 			atomic_store(&qp->out_ready, false);
-			int r = mpa_tx_push(c);
+			int r = may_hold(qp) ? mpa_tx_push_held(c) : mpa_tx_push(c);
 			tl_pushes++;
 			if (r == 1) {
 				pthread_mutex_lock(&qp->lock);

@@ -63,6 +63,10 @@ struct uiw_stream_ops {
 	void (*abort)(struct uiw_stream *s);
 	/* Releases the stream (closes the socket). */
 	void (*destroy)(struct uiw_stream *s);
+	/* What sendv takes goes out in segments of EMSS bytes (emss), cut
+	 * where each send ends (TCP); false when the stream frames it itself
+	 * (TLS records). */
+	bool emss_segments;
 };
 
 struct uiw_stream {

@@ -225,6 +225,7 @@ static const struct uiw_stream_ops tcp_ops = {
     .recvv = tcp_recvv,
     .rx_buffered = tcp_rx_buffered,
     .emss = tcp_emss,
+    .emss_segments = true,
     .rx_lowat = tcp_rx_lowat,
     .silent_ms = tcp_silent_ms,
     .shutdown_send = tcp_shutdown_send,

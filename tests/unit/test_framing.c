@@ -46,6 +46,22 @@ static int sp_emss(struct uiw_stream *s)
 
 static const struct uiw_stream_ops sp_ops = {.sendv = sp_sendv, .recvv = sp_recvv, .emss = sp_emss};
 
+/* The same stream cut into segments of sp_emss bytes (as TCP), each sendv's
+ * size recorded. */
+static size_t seg_sends[64];
+static int seg_nsends;
+
+static ssize_t seg_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
+{
+	ssize_t r = sp_sendv(s, iov, n);
+	if (r > 0 && seg_nsends < 64)
+		seg_sends[seg_nsends++] = (size_t)r;
+	return r;
+}
+
+static const struct uiw_stream_ops seg_ops = {
+    .sendv = seg_sendv, .recvv = sp_recvv, .emss = sp_emss, .emss_segments = true};
+
 struct link {
 	struct uiw_stream tx, rx;
 	struct mpa_conn ctx, crx;
@@ -613,6 +629,92 @@ static void test_tx_partial_pushes(void **state)
 	link_fini(&k);
 }
 
+/* A streaming sender's pushes (mpa_tx_push_held) end on segment
+ * boundaries: whole segments of EMSS bytes go, the rest waits in the carry
+ * and goes in front of the next batch; a push that is not held sends it
+ * all. The receiver gets every message byte for byte. Not with FPDUs of
+ * one segment each, nor for a batch of less than a segment. */
+static void test_tx_whole_segments(void **state)
+{
+	(void)state;
+	struct link k;
+	struct mpa_negotiated neg = {.rev = 2, .crc = true, .large_tx = true};
+	link_init_neg(&k, &neg, 0);
+	k.tx.ops = &seg_ops;
+	mpa_conn_fini(&k.ctx);
+	assert_int_equal(mpa_conn_init(&k.ctx, &k.tx, &neg), 0);
+	assert_int_equal(k.ctx.tx_seg, 1448);
+	enum { N = 3, LEN = 65536 };
+	uint8_t *src = malloc(N * LEN), *dst = calloc(1, N * LEN);
+	for (size_t i = 0; i < N * LEN; i++)
+		src[i] = (uint8_t)(i * 7 + 1);
+	seg_nsends = 0;
+	size_t wire = 0;
+	for (int j = 0; j < N; j++) {
+		struct iovec iov = {src + j * LEN, LEN};
+		struct ddp_msg m = {.tagged = true,
+				    .ulp_ctrl = 0x40,
+				    .stag = 3,
+				    .to = (uint64_t)j * LEN,
+				    .iov = &iov,
+				    .niov = 1,
+				    .len = LEN};
+		struct ddp_txpos pos = {0};
+		assert_int_equal(ddp_tx_message(&k.ctx, &m, &pos), 1);
+		wire += k.ctx.tx->bytes;
+		assert_int_equal(j < N - 1 ? mpa_tx_push_held(&k.ctx) : mpa_tx_push(&k.ctx), 1);
+		assert_true(mpa_tx_empty(&k.ctx));
+		/* held: what did not fill a segment waits; the last push sent it */
+		assert_int_equal(k.ctx.tx->carry_len, j < N - 1 ? wire % 1448 : 0);
+		assert_int_equal(mpa_tx_busy(&k.ctx), j < N - 1 && wire % 1448);
+	}
+	assert_int_equal(seg_nsends, N);
+	size_t sum = 0;
+	for (int j = 0; j < N; j++) {
+		if (j < N - 1)
+			assert_int_equal(seg_sends[j] % 1448, 0);
+		sum += seg_sends[j];
+	}
+	assert_int_equal(sum, wire);
+	size_t off = 0;
+	bool placed;
+	struct rx_sm sm = {0};
+	for (long guard = 0; guard < 100000 && off < N * LEN; guard++)
+		(void)rx_step(&k.crx, &sm, dst, &off, &placed);
+	assert_int_equal(off, N * LEN);
+	assert_memory_equal(src, dst, N * LEN);
+
+	/* less than a segment: it goes whole */
+	seg_nsends = 0;
+	struct iovec small = {src, 1000};
+	struct ddp_msg m = {
+	    .tagged = true, .ulp_ctrl = 0x40, .stag = 3, .iov = &small, .niov = 1, .len = 1000};
+	struct ddp_txpos pos = {0};
+	assert_int_equal(ddp_tx_message(&k.ctx, &m, &pos), 1);
+	assert_int_equal(mpa_tx_push_held(&k.ctx), 1);
+	assert_false(mpa_tx_busy(&k.ctx));
+	assert_int_equal(seg_nsends, 1);
+	link_fini(&k);
+
+	/* FPDUs of one segment each keep their segment boundaries: no carry */
+	struct mpa_negotiated mss = {.rev = 2, .crc = true};
+	link_init_neg(&k, &mss, 0);
+	k.tx.ops = &seg_ops;
+	mpa_conn_fini(&k.ctx);
+	assert_int_equal(mpa_conn_init(&k.ctx, &k.tx, &mss), 0);
+	assert_int_equal(k.ctx.tx_seg, 0);
+	struct iovec iov = {src, 5000};
+	struct ddp_msg m2 = {
+	    .tagged = true, .ulp_ctrl = 0x40, .stag = 3, .iov = &iov, .niov = 1, .len = 5000};
+	pos = (struct ddp_txpos){0};
+	assert_int_equal(ddp_tx_message(&k.ctx, &m2, &pos), 1);
+	assert_int_equal(mpa_tx_push_held(&k.ctx), 1);
+	assert_false(mpa_tx_busy(&k.ctx));
+	free(src);
+	free(dst);
+	link_fini(&k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +731,7 @@ int main(void)
 	    cmocka_unit_test(test_many_fpdus_one_syscall),
 	    cmocka_unit_test(test_rx_resumes_at_every_byte),
 	    cmocka_unit_test(test_tx_partial_pushes),
+	    cmocka_unit_test(test_tx_whole_segments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
