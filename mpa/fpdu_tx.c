@@ -101,7 +101,8 @@ int mpa_conn_init(struct mpa_conn *c, struct uiw_stream *s, const struct mpa_neg
 	/* whole segments only with large FPDUs: FPDUs of one segment each
 	 * start at segment boundaries (RFC 5044 §4.1; an RNIC places them
 	 * as they come), which a carried tail in front would undo */
-	c->tx_seg = s->ops->emss_segments && neg->large_tx && !c->markers_tx ? (uint32_t)emss : 0;
+	int seg = s->ops->seg_size && neg->large_tx && !c->markers_tx ? s->ops->seg_size(s) : 0;
+	c->tx_seg = seg > 0 ? (uint32_t)seg : 0;
 	if (uiw_log_on(UIW_LOG_DEBUG)) {
 		char t[128];
 		uiw_log(UIW_LOG_DEBUG, uiw_log_tuple(uiw_stream_fd(s), t, sizeof(t)),

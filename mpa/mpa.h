@@ -184,8 +184,9 @@ struct mpa_conn {
 	bool rx_crc_run; /* crc && !markers_rx: CRC kept as bytes are consumed */
 	uint32_t mulpdu; /* max ULPDU bytes (DDP header + payload) per FPDU we send */
 	/* bytes: the stream cuts what it sends into segments of this many
-	 * (its EMSS: TCP) and FPDUs are large (neg->large_tx); 0 otherwise
-	 * (TLS records, markers, FPDUs of one segment each) */
+	 * (TCP's MSS when the connection began: the stream's seg_size) and
+	 * FPDUs are large (neg->large_tx); 0 otherwise (TLS records, markers,
+	 * FPDUs of one segment each) */
 	uint32_t tx_seg;
 	struct mpa_txbatch *tx;
 	/* receive ring: stream bytes read ahead of the current point */

@@ -367,6 +367,7 @@ struct uiw_qp {
 	bool tx_fail;		 /* a WQE failed locally: end the connection after the batch */
 	atomic_bool tx_deferred; /* a batch waits for the next poll (or its deadline) */
 	uint64_t tx_last_push_ns;
+	uint64_t tx_carry_ns;	  /* when the last push left bytes in the carry */
 	uint64_t tx_last_post_ns; /* the poster's last deferrable post */
 	bool term_queued;	  /* a Terminate waits to be sent */
 	bool term_started;	  /* tx side: it is being cut into the batch */

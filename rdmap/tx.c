@@ -481,9 +481,9 @@ static bool may_hold(const struct uiw_qp *qp)
 	       (qp->txm.kind != TXM_NONE || uiw_tx_streaming(qp));
 }
 
-/* How long carried bytes wait for the next batch (from the push that left
- * them): about what a streaming poster takes to post its next 64 KiB
- * message here (~12 µs at 5 GB/s). */
+/* How long carried bytes wait for the next batch (from the end of the
+ * push that left them: a push of 64 KiB takes longer than this): about what a streaming poster
+ * takes to post its next 64 KiB message here (~12 µs at 5 GB/s). */
 #define CARRY_NS (20ull * 1000)
 
 /* Only bytes carried from the last batch are left (mpa_tx_empty). They
@@ -496,7 +496,7 @@ static bool carry_waits(struct uiw_qp *qp)
 {
 	if (!qp->mpa.tx_seg || qp->term_in_batch || !uiw_tx_streaming(qp))
 		return false;
-	uint64_t at = qp->tx_last_push_ns + CARRY_NS;
+	uint64_t at = qp->tx_carry_ns + CARRY_NS;
 	if (uiw_now_ns() >= at)
 		return false;
 	if (!qp->tx_deferred) {
@@ -548,6 +548,8 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			atomic_store(&qp->out_ready, false);
 			int r = may_hold(qp) ? mpa_tx_push_held(c) : mpa_tx_push(c);
 			tl_pushes++;
+			if (c->tx->carry_len)
+				qp->tx_carry_ns = uiw_now_ns();
 			if (r == 1) {
 				pthread_mutex_lock(&qp->lock);
 				batch_done(qp);

@@ -63,10 +63,11 @@ struct uiw_stream_ops {
 	void (*abort)(struct uiw_stream *s);
 	/* Releases the stream (closes the socket). */
 	void (*destroy)(struct uiw_stream *s);
-	/* What sendv takes goes out in segments of EMSS bytes (emss), cut
-	 * where each send ends (TCP); false when the stream frames it itself
-	 * (TLS records). */
-	bool emss_segments;
+	/* The size in bytes of the segments the stream cuts what sendv takes
+	 * into, the last one where each send ends (TCP: TCP_MAXSEG, its
+	 * current MSS), or -errno. NULL when the stream frames the bytes
+	 * itself (TLS records). */
+	int (*seg_size)(struct uiw_stream *s);
 };
 
 struct uiw_stream {

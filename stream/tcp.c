@@ -112,6 +112,16 @@ ssize_t uiw_tcp_recvv(int fd, const struct iovec *iov, int n, void *control, siz
 	return -EINTR;
 }
 
+/* seg_size: see stream/stream.h. */
+static int tcp_seg_size(struct uiw_stream *s)
+{
+	int mss = 0;
+	socklen_t len = sizeof(mss);
+	if (getsockopt(s->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) < 0)
+		return -errno;
+	return mss;
+}
+
 static int tcp_emss(struct uiw_stream *s)
 {
 	return uiw_tcp_emss(s->fd);
@@ -225,7 +235,7 @@ static const struct uiw_stream_ops tcp_ops = {
     .recvv = tcp_recvv,
     .rx_buffered = tcp_rx_buffered,
     .emss = tcp_emss,
-    .emss_segments = true,
+    .seg_size = tcp_seg_size,
     .rx_lowat = tcp_rx_lowat,
     .silent_ms = tcp_silent_ms,
     .shutdown_send = tcp_shutdown_send,

@@ -60,7 +60,7 @@ static ssize_t seg_sendv(struct uiw_stream *s, const struct iovec *iov, int n)
 }
 
 static const struct uiw_stream_ops seg_ops = {
-    .sendv = seg_sendv, .recvv = sp_recvv, .emss = sp_emss, .emss_segments = true};
+    .sendv = seg_sendv, .recvv = sp_recvv, .emss = sp_emss, .seg_size = sp_emss};
 
 struct link {
 	struct uiw_stream tx, rx;
