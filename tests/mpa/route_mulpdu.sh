@@ -21,6 +21,11 @@
 #       client announces it -> MSS-sized FPDUs both ways (the server never
 #       sends large ones, and the client does not either, the server did
 #       not announce it); neither -> MSS-sized both ways.
+#   route_mulpdu.sh EP CHECKER segments   whole segments (rdmap/tx.c
+#       may_hold): the client streams 64 Sends of 64 KiB in large FPDUs,
+#       16 outstanding (route_mulpdu_ep ... stream), the server checks every
+#       byte; of the client's data segments at most 32 may be shorter than
+#       its largest (5-23 here; 58-66 while pushes ended whole).
 # Needs root (exit 77 otherwise).
 set -u
 EP=$1
@@ -79,11 +84,11 @@ pair() {
 		grep -q "listening on" "$T/$name.td" && break
 		sleep 0.1
 	done
-	UIWARP_MPA_LARGE_FPDU=$3 UIWARP_DEBUG=1 ip netns exec "$NB" timeout 30 "$EP" server $B 7471 \
+	UIWARP_MPA_LARGE_FPDU=$3 UIWARP_DEBUG=1 ip netns exec "$NB" timeout 30 "$EP" server $B 7471 $EPMODE \
 		>"$T/$name.b.out" 2>"$T/$name.b.err" &
 	SB=$!
 	sleep 0.3
-	UIWARP_MPA_LARGE_FPDU=$2 UIWARP_DEBUG=1 ip netns exec "$NA" timeout 30 "$EP" client $B 7471 \
+	UIWARP_MPA_LARGE_FPDU=$2 UIWARP_DEBUG=1 ip netns exec "$NA" timeout 30 "$EP" client $B 7471 $EPMODE \
 		>"$T/$name.a.out" 2>"$T/$name.a.err"
 	RA=$?
 	wait $SB
@@ -102,6 +107,24 @@ pair() {
 	fi
 }
 
+EPMODE=
+if [ "$MODE" = segments ]; then
+	EPMODE=stream
+	pair segments 1 1
+	# payload lengths of the client's segments (one per packet: gso_max_segs 1)
+	tcpdump -nn -r "$T/segments.pcap" "src host $A and tcp" 2>/dev/null |
+		sed -n 's/.* length \([0-9]*\).*/\1/p' >"$T/lens"
+	full=$(sort -n "$T/lens" | tail -1)
+	data=$(awk '$1 > 0' "$T/lens" | wc -l)
+	short=$(awk -v f="$full" '$1 > 0 && $1 < f' "$T/lens" | wc -l)
+	echo "client data segments: $data, full ($full bytes): $((data - short)), short: $short"
+	if [ "$data" -lt 2870 ] || [ "$short" -gt 32 ]; then
+		echo "FAIL: want >= 2870 data segments (64 x 64 KiB) and at most 32 short ones"
+		exit 1
+	fi
+	echo PASS
+	exit 0
+fi
 if [ "$MODE" = route ]; then
 	pair route 0 0
 	python3 "$CHECK" "$T/route.pcap" 1200 "$T/route.a.err" "$T/route.b.err" || exit 1

@@ -2,14 +2,21 @@
  * route-bounded MULPDU test, RFC 5044 §6: every FPDU fits one TCP segment
  * of the path).
  *
- *   route_mulpdu_ep server ADDR PORT
- *   route_mulpdu_ep client ADDR PORT
+ *   route_mulpdu_ep server ADDR PORT [stream]
+ *   route_mulpdu_ep client ADDR PORT [stream]
  *
  * The two ends exchange their buffer's STag and address as MPA private
  * data, then each RDMA-Writes 64 KiB into the other's buffer and sends an
  * 8 KiB Send after it; each waits for the other's Send, checks the bytes,
  * prints "MULPDU n" (uiw_qp_conn_mode) and "DONE", and closes. Exit 0 on
  * success. Bounded: every wait is at most 10 s.
+ *
+ * With "stream" the client instead streams SN Sends of 64 KiB to the
+ * server as perftest's bandwidth loop does (one WR posted whenever fewer
+ * than SDEPTH are outstanding, completions polled one at a time), each
+ * message a pattern of its own; the server, its SN receives posted before
+ * it accepts, checks every byte and prints "DONE". (route_mulpdu.sh
+ * segments: the sender's pushes end on TCP segment boundaries.)
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -27,6 +34,13 @@
 #define WLEN (64u << 10)
 #define SLEN (8u << 10)
 #define BUF_LEN (WLEN + 2 * SLEN)
+#define SN 64
+#define SDEPTH 16
+
+static uint8_t pattern(uint32_t msg, uint32_t i)
+{
+	return (uint8_t)(msg * 37 + i * 7 + (i >> 11));
+}
 
 struct keys {
 	uint32_t stag;
@@ -43,12 +57,71 @@ static int poll_wc(struct uiw_cq *cq, struct uiw_wc *wc)
 	return -1;
 }
 
+/* The "stream" mode (see the top). Returns main's exit code. */
+static int stream_run(bool server, struct uiw_cq *cq, struct uiw_qp *qp, uint8_t *sbuf,
+		      struct uiw_mr *smr)
+{
+	struct uiw_wc wc;
+	if (server) {
+		for (uint32_t n = 0; n < SN; n++) {
+			if (poll_wc(cq, &wc) || wc.status != UIW_WC_SUCCESS ||
+			    wc.opcode != UIW_WC_RECV || wc.byte_len != WLEN) {
+				fprintf(stderr, "receive %u failed\n", n);
+				return 1;
+			}
+			uint32_t msg = (uint32_t)(wc.wr_id - 100);
+			for (uint32_t i = 0; i < WLEN; i++)
+				if (sbuf[(size_t)msg * WLEN + i] != pattern(msg, i)) {
+					fprintf(stderr, "message %u byte %u wrong\n", msg, i);
+					return 1;
+				}
+		}
+	} else {
+		for (uint32_t msg = 0; msg < SN; msg++)
+			for (uint32_t i = 0; i < WLEN; i++)
+				sbuf[(size_t)msg * WLEN + i] = pattern(msg, i);
+		uint32_t posted = 0, done = 0;
+		while (done < SN) {
+			if (posted < SN && posted - done < SDEPTH) {
+				struct uiw_sge g = {.addr = (uintptr_t)sbuf + (size_t)posted * WLEN,
+						    .length = WLEN,
+						    .lkey = smr->stag};
+				struct uiw_send_wr w = {.wr_id = posted,
+							.opcode = UIW_WR_SEND,
+							.flags = UIW_SEND_SIGNALED,
+							.sg_list = &g,
+							.num_sge = 1};
+				int bad;
+				if (uiw_qp_post_send(qp, &w, 1, &bad))
+					return 1;
+				posted++;
+				continue;
+			}
+			int k = 0;
+			for (int i = 0; i < 1000000 && !k; i++)
+				k = uiw_cq_poll(cq, 1, &wc);
+			if (!k && poll_wc(cq, &wc))
+				return 1;
+			if (wc.status != UIW_WC_SUCCESS) {
+				fprintf(stderr, "send %u failed\n", (unsigned)wc.wr_id);
+				return 1;
+			}
+			done++;
+		}
+	}
+	printf("DONE\n");
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s server|client ADDR PORT\n", argv[0]);
+	if (argc < 4 || argc > 5 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
+	    (argc == 5 && strcmp(argv[4], "stream"))) {
+		fprintf(stderr, "usage: %s server|client ADDR PORT [stream]\n", argv[0]);
 		return 2;
 	}
+	bool stream = argc == 5;
 	bool server = strcmp(argv[1], "server") == 0;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
 	if (inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1)
@@ -70,6 +143,18 @@ int main(int argc, char **argv)
 				      .max_recv_wr = 16,
 				      .max_send_sge = 1,
 				      .max_recv_sge = 1};
+	/* stream: the server's SN receives (posted before it accepts), the
+	 * client's source of SN messages */
+	uint8_t *sbuf = NULL;
+	struct uiw_mr *smr = NULL;
+	if (stream) {
+		qa.max_send_wr = 2 * SDEPTH;
+		qa.max_recv_wr = SN;
+		if (!(sbuf = calloc(SN, WLEN)) ||
+		    uiw_mr_reg(pd, sbuf, (size_t)SN * WLEN, (uintptr_t)sbuf, UIW_ACCESS_LOCAL_WRITE,
+			       &smr))
+			return 2;
+	}
 	if (uiw_qp_create(&qa, &qp))
 		return 2;
 	struct keys mine = {.stag = htobe32(mr->stag), .addr = htobe64((uintptr_t)buf)}, theirs;
@@ -83,8 +168,15 @@ int main(int argc, char **argv)
 	struct uiw_sge rs = {.addr = (uintptr_t)buf + WLEN, .length = SLEN, .lkey = mr->stag};
 	struct uiw_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1};
 	int bad;
-	if (uiw_qp_post_recv(qp, &rw, 1, &bad))
+	if (!stream && uiw_qp_post_recv(qp, &rw, 1, &bad))
 		return 2;
+	for (uint32_t i = 0; stream && server && i < SN; i++) {
+		struct uiw_sge r = {
+		    .addr = (uintptr_t)sbuf + (size_t)i * WLEN, .length = WLEN, .lkey = smr->stag};
+		struct uiw_recv_wr w = {.wr_id = 100 + i, .sg_list = &r, .num_sge = 1};
+		if (uiw_qp_post_recv(qp, &w, 1, &bad))
+			return 2;
+	}
 	if (server) {
 		struct uiw_listener *l;
 		struct uiw_conn_req *req;
@@ -115,6 +207,21 @@ int main(int argc, char **argv)
 	if (uiw_qp_conn_mode(qp, &m))
 		return 1;
 	printf("MULPDU %u\n", m.mulpdu);
+	fflush(stdout);
+	if (stream) {
+		int src = stream_run(server, cq, qp, sbuf, smr);
+		usleep(200000); /* let the peer finish before the stream closes */
+		uiw_qp_modify(qp, UIW_QPS_SQD);
+		usleep(100000);
+		uiw_qp_destroy(qp);
+		uiw_mr_dereg(smr);
+		uiw_mr_dereg(mr);
+		uiw_cq_destroy(cq);
+		uiw_pd_free(pd);
+		free(sbuf);
+		free(buf);
+		return src;
+	}
 	uint8_t fill = server ? 0x5a : 0xa5;
 	uint8_t *wsrc = malloc(WLEN);
 	struct uiw_mr *wmr;
