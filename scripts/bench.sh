@@ -50,6 +50,10 @@
 #   --estimate         print the plan and its estimated duration, then exit
 #   -h, --help
 #
+# The bw group measures, beside raw TCP and uiwarp, the framing floor:
+# uiwarp-bench-mpa sends each message as MPA FPDUs with CRC32c over a plain
+# TCP socket and reads them with one-copy placement, no RDMA above (what
+# framing and the CRC alone cost on the path; "mpa" in the tables).
 # Every repetition runs every row once, and within a row the tools take
 # turns in an order that rotates from one repetition to the next (A/B/C,
 # B/C/A, ...). Each path gets its own network namespaces (deleted on exit):
@@ -134,7 +138,7 @@ np=${#PATHS[@]} nc=${#CCS[@]} ns=${#SIZES[@]} nq=${#QPSL[@]}
 peers=0
 has_group peers && peers=1
 n_bw=0 n_lat=0 n_qps=0 n_job=0
-has_group bw && n_bw=$((np * nc * ns * (4 + 2 * peers)))
+has_group bw && n_bw=$((np * nc * ns * (5 + 2 * peers)))
 has_group rate && n_bw=$((n_bw + np * nc * 3))
 has_group lat && n_lat=$((np * nc * (5 + 2 * peers)))
 has_group qps && n_qps=$((np * nc * nq * 2))
@@ -222,7 +226,7 @@ if [ "$build_it" = 1 ]; then
 	fi
 	say "building the benchmark's programs in $build"
 	timeout --foreground 1800 cmake --build "$build" -j"$(nproc)" --target uiwarp-replicate \
-		uiwarp-bench-qps uiwarp-bench-tcpconns uiwarp-bench-cpu uiwarp-bench-cc uiwarp-bench-tls \
+		uiwarp-bench-qps uiwarp-bench-tcpconns uiwarp-bench-cpu uiwarp-bench-cc uiwarp-bench-tls uiwarp-bench-mpa \
 		ibverbs rdmacm >&2 ||
 		die "build failed"
 fi
@@ -232,8 +236,9 @@ qpsbin="$build/bin/uiwarp-bench-qps"
 tcbin="$build/bin/uiwarp-bench-tcpconns"
 repbin="$build/bin/uiwarp-replicate"
 tlsbin="$build/bin/uiwarp-bench-tls"
+mpabin="$build/bin/uiwarp-bench-mpa"
 ccso="$build/lib/libuiwarp-bench-cc.so"
-for f in "$run" "$cpu" "$qpsbin" "$tcbin" "$repbin" "$ccso"; do
+for f in "$run" "$cpu" "$qpsbin" "$tcbin" "$repbin" "$ccso" "$mpabin"; do
 	[ -e "$f" ] || die "$f is missing (build it, or drop --no-build)"
 done
 btype=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
@@ -514,6 +519,27 @@ m_tcp_bw() {
 	else
 		rec tcp stream "$size" gbps fail "$(fail_note)"
 		progress "tcp stream $size B: FAIL"
+	fi
+}
+
+# the framing floor: MPA FPDUs with CRC32c over a plain TCP socket, no RDMA
+# (uiwarp-bench-mpa: one-copy receive, gathered sends, blocking sockets)
+m_mpa_bw() {
+	local size=$1 l
+	S_ENV=() C_ENV=()
+	S_CMD=("$mpabin" server -B "$addr" -p @PORT@ -T 300 -C "$cur_cc")
+	C_CMD=("$mpabin" bw -H "$addr" -p @PORT@ -s "$size" -t "$dur" -C "$cur_cc")
+	if pair "mpa-bw-$size" "$(awk -v d="$dur" 'BEGIN { printf "%d", d + 40 }')" &&
+		l=$(grep '^bw ' "$R.cout") && [ -n "$l" ]; then
+		local g b
+		g=$(sed -n 's/.*Gbit\/s=\([0-9.]*\).*/\1/p' <<<"$l")
+		b=$(sed -n 's/.* rcvd=\([0-9]*\).*/\1/p' <<<"$l")
+		rec mpa stream "$size" gbps "$g"
+		rec_cpu mpa stream "$size" "$b"
+		progress "MPA framing + CRC over TCP $size B: $g Gbit/s"
+	else
+		rec mpa stream "$size" gbps fail "$(fail_note)"
+		progress "MPA framing + CRC over TCP $size B: FAIL"
 	fi
 }
 
@@ -916,13 +942,14 @@ for ((rep = 1; rep <= runs; rep++)); do
 		for cur_cc in "${CCS[@]}"; do
 			if has_group bw; then
 				for size in "${SIZES[@]}"; do
-					tools=(tcp write read send)
+					tools=(tcp mpa write read send)
 					# UCX and libfabric take one interface name for both
 					# ends; the wan paths have two
 					has_group peers && [[ $cur_path != wan* ]] && tools+=(ucx-put ucx-tag)
 					for t in $(rotate "$rep" "${tools[@]}"); do
 						case "$t" in
 						tcp) m_tcp_bw "$size" ;;
+						mpa) m_mpa_bw "$size" ;;
 						ucx-put) m_ucx_bw put "$size" ;;
 						ucx-tag) m_ucx_bw tag "$size" ;;
 						*) m_pt_bw "$t" "$size" ;;

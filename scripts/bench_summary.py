@@ -197,6 +197,30 @@ def summarize(d, meta):
                     md.append(table(["size", "TCP", "Write", "Write/TCP", "Read", "Read/TCP",
                                      "Send", "Send/TCP"], rows))
 
+    # ------------------------------------------------ the framing floor
+    if any(k[2] == "mpa" for k in list(d.vals) + list(d.fails)):
+        md.append("## The framing floor: MPA framing and CRC32c over the same TCP, Gbit/s\n")
+        md.append("`uiwarp-bench-mpa`: each message as the FPDUs uiwarp sends a software peer "
+                  "(ULPDUs of up to 65 532 bytes, DDP tagged header, CRC32c by ISA-L), gathered "
+                  "`sendmsg` of 256 KiB or one message, one blocking `recvmsg` per FPDU placing "
+                  "the payload (one copy), the CRC checked; no RDMA above it. MPA/TCP is what "
+                  "framing and the CRC cost on the path; Write/MPA is what uiwarp's RDMA layers "
+                  "cost on top.\n")
+        for p in d.paths:
+            for c in d.ccs:
+                rows = []
+                for s in d.sizes:
+                    t, m = K(p, c, "tcp", "stream", s, "gbps"), K(p, c, "mpa", "stream", s, "gbps")
+                    w = K(p, c, "uiwarp", "write", s, "gbps")
+                    if not (d.values(m) or d.fails.get(m)):
+                        continue
+                    rows.append([size_name(s), d.cell(t), d.cell(m), d.rcell(m, t), d.cell(w),
+                                 d.rcell(w, m)])
+                if rows:
+                    md.append("### %s, %s\n" % (p, c))
+                    md.append(table(["size", "TCP", "MPA + CRC", "MPA/TCP", "uiwarp Write",
+                                     "Write/MPA"], rows))
+
     # ------------------------------------------------ peers
     if any(k[2] in ("ucx", "fabric") for k in list(d.vals) + list(d.fails)):
         md.append("## uiwarp against its peers, Gbit/s\n")
@@ -447,7 +471,8 @@ def summarize(d, meta):
     for p in d.paths:
         for c in d.ccs:
             for s in d.sizes:
-                for tl, op in (("tcp", "stream"), ("uiwarp", "write"), ("uiwarp", "read"),
+                for tl, op in (("tcp", "stream"), ("mpa", "stream"), ("uiwarp", "write"),
+                               ("uiwarp", "read"),
                                ("uiwarp", "send"), ("ucx", "put"), ("ucx", "tag"),
                                ("tcp", "stream_x16"), ("uiwarp", "write_pl16"),
                                ("uiwarp", "send_pl16")):

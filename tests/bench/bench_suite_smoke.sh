@@ -31,5 +31,13 @@ if ! grep -Eq '^\| 64 KiB \|.*\| \*\*[0-9]+\.[0-9]+\*\*' "$out/summary.md"; then
 	cat "$out/summary.md"
 	exit 1
 fi
+# the framing floor's row (uiwarp-bench-mpa ran and its receiver checked
+# every CRC): | 64 KiB | TCP | MPA + CRC | **MPA/TCP** | ...
+if ! sed -n '/^## The framing floor/,/^## /p' "$out/summary.md" |
+	grep -Eq '^\| 64 KiB \| [0-9.]+ .*\| [0-9.]+ \[.*\| \*\*[0-9]+\.[0-9]+\*\*'; then
+	echo "FAIL: no framing floor row in summary.md:"
+	cat "$out/summary.md"
+	exit 1
+fi
 grep -E '^\| 64 KiB' "$out/summary.md"
 echo PASS

@@ -31,15 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stream.h"
+
 static const unsigned char bench_psk[32] = {0x75, 0x69, 0x77, 0x61, 0x72, 0x70, 0x2d, 0x62,
 					    0x65, 0x6e, 0x63, 0x68, 0x2d, 0x74, 0x6c, 0x73};
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what)
 {
@@ -86,79 +81,28 @@ static SSL *tls_on(int fd, int server, const char *suite)
 	return s;
 }
 
-static void set_cc(int fd, const char *cc)
+static int tls_opt(int opt, const char *arg, void *ctx)
 {
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (cc && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) < 0)
-		die("TCP_CONGESTION");
+	(void)opt;
+	*(const char **)ctx = arg; /* -c SUITE */
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	const char *addr = "127.0.0.1", *port = "5305", *cc = NULL;
+	struct bench_opts o;
 	const char *suite = "TLS_AES_128_GCM_SHA256";
-	size_t size = 65536;
-	double secs = 5, wait_s = 120;
-	int opt;
-
-	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "bw"))) {
-		fprintf(stderr,
-			"usage: uiwarp-bench-tls server|bw [-B|-H ADDR] [-p PORT] [-s SIZE] "
-			"[-t SECS] [-T SECS] [-C CC] [-c SUITE]\n");
+	if (bench_parse(argc, argv, &o, "5305", "[-c SUITE]", "c:", tls_opt, &suite))
 		return 2;
-	}
-	int server = !strcmp(argv[1], "server");
-	optind = 2;
-	while ((opt = getopt(argc, argv, "B:H:p:s:t:T:C:c:")) != -1) {
-		switch (opt) {
-		case 'B':
-		case 'H':
-			addr = optarg;
-			break;
-		case 'p':
-			port = optarg;
-			break;
-		case 's':
-			size = strtoul(optarg, NULL, 0);
-			break;
-		case 't':
-			secs = atof(optarg);
-			break;
-		case 'T':
-			wait_s = atof(optarg);
-			break;
-		case 'C':
-			cc = optarg;
-			break;
-		case 'c':
-			suite = optarg;
-			break;
-		default:
-			return 2;
-		}
-	}
-	if (size == 0 || secs <= 0)
-		return 2;
+	size_t size = o.size;
+	double secs = o.secs;
 	signal(SIGPIPE, SIG_IGN);
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = server ? AI_PASSIVE : 0};
-	struct addrinfo *ai;
-	if (getaddrinfo(addr, port, &hints, &ai) != 0)
-		die("getaddrinfo");
-	int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	const char *what;
+	int fd = bench_connect(o.addr, o.port, o.cc, o.server, o.wait_s, &what);
 	if (fd < 0)
-		die("socket");
-	set_cc(fd, cc);
-	if (server) {
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1) < 0)
-			die("bind / listen");
-		alarm((unsigned int)wait_s);
-		int c = accept(fd, NULL, NULL);
-		if (c < 0)
-			die("accept");
-		set_cc(c, cc);
+		die(what);
+	if (o.server) {
+		int c = fd;
 		SSL *s = tls_on(c, 1, suite);
 		char *buf = malloc(1 << 20);
 		uint64_t got = 0;
@@ -172,15 +116,13 @@ int main(int argc, char **argv)
 		SSL_shutdown(s);
 		return 0;
 	}
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("connect");
 	SSL *s = tls_on(fd, 0, suite);
 	char *buf = malloc(size);
 	if (!buf)
 		die("malloc");
 	memset(buf, 0x5a, size);
-	double t0 = now_s(), end = t0 + secs;
-	while (now_s() < end) {
+	double t0 = bench_now_s(), end = t0 + secs;
+	while (bench_now_s() < end) {
 		size_t w;
 		if (!SSL_write_ex(s, buf, size, &w))
 			die("SSL_write");
@@ -193,7 +135,7 @@ int main(int argc, char **argv)
 		got += r;
 	if (got != sizeof(be))
 		die("the server's count");
-	double t = now_s() - t0;
+	double t = bench_now_s() - t0;
 	uint64_t n = be64toh(be);
 	printf("bw size=%zu secs=%.3f rcvd=%llu Gbit/s=%.3f suite=%s\n", size, t,
 	       (unsigned long long)n, (double)n * 8 / t / 1e9, SSL_get_cipher_name(s));
