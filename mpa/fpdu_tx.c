@@ -396,6 +396,32 @@ static int tx_carry(struct mpa_txbatch *b)
 	return 0;
 }
 
+/* One sendmsg of the carry and then the batch's unsent bytes, want bytes
+ * in all (the whole segments of a held push), through a copy of the
+ * iovecs. Returns the stream's sendv result. */
+static ssize_t tx_push_copy(struct mpa_conn *c, size_t want)
+{
+	struct mpa_txbatch *b = c->tx;
+	struct iovec v[MPA_TX_MAX_IOV + 1];
+	int nv = 0;
+	size_t n = 0;
+	if (b->carry_len) {
+		v[nv].iov_base = b->carry;
+		v[nv++].iov_len = b->carry_len;
+		n = b->carry_len;
+	}
+	for (int i = b->done_iov; i < b->niov && n < want; i++) {
+		size_t off = i == b->done_iov ? b->done_off : 0;
+		size_t l = b->iov[i].iov_len - off;
+		if (l > want - n)
+			l = want - n;
+		v[nv].iov_base = (uint8_t *)b->iov[i].iov_base + off;
+		v[nv++].iov_len = l;
+		n += l;
+	}
+	return uiw_stream_sendv(c->s, v, nv);
+}
+
 /* mpa_tx_push and mpa_tx_push_held (hold). */
 static int tx_push(struct mpa_conn *c, bool hold)
 {
@@ -412,24 +438,18 @@ static int tx_push(struct mpa_conn *c, bool hold)
 	}
 	size_t want = total - tail;
 	while (want) {
-		struct iovec v[MPA_TX_MAX_IOV + 1];
-		int nv = 0;
-		size_t n = 0;
-		if (b->carry_len) {
-			v[nv].iov_base = b->carry;
-			v[nv++].iov_len = b->carry_len;
-			n = b->carry_len;
+		ssize_t r;
+		if (!b->carry_len && want == b->bytes - b->sent) {
+			/* all that is left, nothing before it: the batch's own
+			 * iovecs, the first trimmed to its unsent part for the call */
+			struct iovec *first = &b->iov[b->done_iov], saved = *first;
+			first->iov_base = (uint8_t *)first->iov_base + b->done_off;
+			first->iov_len -= b->done_off;
+			r = uiw_stream_sendv(c->s, first, b->niov - b->done_iov);
+			*first = saved;
+		} else {
+			r = tx_push_copy(c, want);
 		}
-		for (int i = b->done_iov; i < b->niov && n < want; i++) {
-			size_t off = i == b->done_iov ? b->done_off : 0;
-			size_t l = b->iov[i].iov_len - off;
-			if (l > want - n)
-				l = want - n;
-			v[nv].iov_base = (uint8_t *)b->iov[i].iov_base + off;
-			v[nv++].iov_len = l;
-			n += l;
-		}
-		ssize_t r = uiw_stream_sendv(c->s, v, nv);
 		c->tx_syscalls++;
 		if (r == -EAGAIN)
 			return 0;
