@@ -434,6 +434,17 @@ bool uiw_tx_streaming(const struct uiw_qp *qp)
 	return sq_outstanding(qp) >= DEFER_DEPTH;
 }
 
+/* A batch that waits: marks it deferred (cq.c's polls drive such a QP) and,
+ * unless it already was, gives the engine the deadline at (ns, uiw_now_ns)
+ * to send it if nobody comes before. */
+static void tx_wait_until(struct uiw_qp *qp, uint64_t at)
+{
+	if (!qp->tx_deferred) {
+		qp->tx_deferred = true;
+		uiw_engine_deadline(qp, at);
+	}
+}
+
 static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 {
 	const struct mpa_txbatch *b = c->tx;
@@ -457,10 +468,7 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	if (depth < DEFER_DEPTH && now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
 	    now - uiw_cq_last_poll(qp->rcq) > DEFER_NS)
 		return false;
-	if (!qp->tx_deferred) {
-		qp->tx_deferred = true;
-		uiw_engine_deadline(qp, now + DEFER_MAX_NS);
-	}
+	tx_wait_until(qp, now + DEFER_MAX_NS);
 	return true;
 }
 
@@ -481,9 +489,10 @@ static bool may_hold(const struct uiw_qp *qp)
 	       (qp->txm.kind != TXM_NONE || uiw_tx_streaming(qp));
 }
 
-/* How long carried bytes wait for the next batch (from the end of the
- * push that left them: a push of 64 KiB takes longer than this): about what a streaming poster
- * takes to post its next 64 KiB message here (~12 µs at 5 GB/s). */
+/* How long carried bytes wait for the next batch, from the end of the
+ * push that left them (a push of 64 KiB takes longer than this): about
+ * what a streaming poster takes to post its next 64 KiB message here
+ * (~12 µs at 5 GB/s). */
 #define CARRY_NS (20ull * 1000)
 
 /* Only bytes carried from the last batch are left (mpa_tx_empty). They
@@ -499,10 +508,7 @@ static bool carry_waits(struct uiw_qp *qp)
 	uint64_t at = qp->tx_carry_ns + CARRY_NS;
 	if (uiw_now_ns() >= at)
 		return false;
-	if (!qp->tx_deferred) {
-		qp->tx_deferred = true;
-		uiw_engine_deadline(qp, at);
-	}
+	tx_wait_until(qp, at);
 	return true;
 }
 
