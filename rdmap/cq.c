@@ -137,13 +137,31 @@ void uiw_cq_detach_qp(struct uiw_cq *cq, struct uiw_qp *qp)
 	pthread_rwlock_unlock(&cq->qps_lock);
 }
 
-/* Makes progress on the CQ's QPs in the calling thread (see the top).
- * Cancellation off throughout (uiw_progress, rdmap/internal.h). */
-static void cq_progress(struct uiw_cq *cq)
+/* Whether a QP of the CQ (the first CQ_SCAN_MAX) whose send completions
+ * come here has a poster streaming (uiw_tx_streaming, tx.c): the poll is
+ * that poster's. Not a receive CQ: perftest's Send server, which polls its
+ * receive CQ 16 at a time at 3 M messages/s, has 8 of its own small WRs
+ * outstanding for a long while, and progress in each of its full polls
+ * took a third of its message rate. qps_lock held. */
+static bool cq_streaming_locked(const struct uiw_cq *cq)
+{
+	for (int i = 0; i < cq->nqps && i < CQ_SCAN_MAX; i++)
+		if (cq->qps[i]->scq == cq && uiw_tx_streaming(cq->qps[i]))
+			return true;
+	return false;
+}
+
+/* Makes progress on the CQ's QPs in the calling thread (see the top);
+ * with if_streaming only when one of them has a poster streaming
+ * (cq_streaming_locked). Cancellation off throughout (uiw_progress,
+ * rdmap/internal.h). */
+static void cq_progress(struct uiw_cq *cq, bool if_streaming)
 {
 	int cs = uiw_nocancel_begin();
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	int n = cq->nqps;
+	if (if_streaming && !cq_streaming_locked(cq))
+		n = 0;
 	if (n > 0) {
 		/* armed: the application's last look before it sleeps on the
 		 * channel; the engine must not park for it */
@@ -164,22 +182,6 @@ static void cq_progress(struct uiw_cq *cq)
 	}
 	pthread_rwlock_unlock(&cq->qps_lock);
 	uiw_nocancel_end(cs);
-}
-
-/* Whether a QP of the CQ (the first CQ_SCAN_MAX) whose send completions
- * come here has a poster streaming (uiw_tx_streaming, tx.c): the poll is
- * that poster's. Not a receive CQ: perftest's Send server, which polls
- * its receive CQ 16 at a time at 3 M messages/s, has 8 of its own small
- * WRs outstanding for a long while, and progress in each of its full
- * polls took a third of its message rate. */
-static bool cq_streaming(struct uiw_cq *cq)
-{
-	bool streaming = false;
-	pthread_rwlock_rdlock(&cq->qps_lock);
-	for (int i = 0; i < cq->nqps && i < CQ_SCAN_MAX && !streaming; i++)
-		streaming = cq->qps[i]->scq == cq && uiw_tx_streaming(cq->qps[i]);
-	pthread_rwlock_unlock(&cq->qps_lock);
-	return streaming;
 }
 
 /* Moves up to n CQEs to wc[]. */
@@ -211,9 +213,9 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	int k = cq_pop(cq, n, wc);
 	unsigned pushes = uiw_tx_thread_pushes();
 	if (k < n) {
-		cq_progress(cq);
+		cq_progress(cq, false);
 		k += cq_pop(cq, n - k, wc + k);
-	} else if (cq_streaming(cq)) {
+	} else {
 		/* A full batch needs no progress to fill it, but a streaming
 		 * poster (perftest's bandwidth loop: 128 WRs posted, 16
 		 * completions per poll, never a partial batch) is back within
@@ -225,7 +227,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		 * a thread with few WRs outstanding: ib_write_lat's polls one
 		 * completion and then spins on memory for the peer's Write,
 		 * which only an engine that is not parked takes. */
-		cq_progress(cq);
+		cq_progress(cq, true);
 	}
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
