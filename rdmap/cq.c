@@ -184,6 +184,72 @@ static void cq_progress(struct uiw_cq *cq, bool if_streaming)
 	uiw_nocancel_end(cs);
 }
 
+/* Write ping-pong (perftest's ib_write_lat, RPC over RDMA Writes into
+ * polled memory): the peer answers each of our messages with an RDMA
+ * Write, which makes no completion here, and the application spins on
+ * its memory for it, calling nothing of ours. The engine thread would
+ * take that answer, a thread wake-up per message (1.7× a busy-polled TCP
+ * ping-pong on 2 vCPUs, against 1.3× for ib_send_lat, whose poller reads
+ * its own answers). So the poll that returns a QP's send completion, when
+ * nothing else of it is outstanding and its last UIW_PP_MIN answers were
+ * Writes that came within UIW_PP_NS of our push (pp_score, rx.c), reads
+ * the stream itself until the next message of the peer's is in (rx_msgs),
+ * another CQE comes, or twice the last answer's delay has passed
+ * (REPLY_MIN_NS..REPLY_MAX_NS) — the time the application would have
+ * spun anyway. A wait the answer did not end clears the score (so a
+ * changed pattern costs one wait) and wakes the engine. */
+#define REPLY_MIN_NS (5ull * 1000)
+#define REPLY_MAX_NS (50ull * 1000)
+
+/* Whether qp is attached to cq (the first CQ_SCAN_MAX): it cannot be
+ * destroyed while the caller holds qps_lock. */
+static bool qp_attached_locked(const struct uiw_cq *cq, const struct uiw_qp *qp)
+{
+	for (int i = 0; i < cq->nqps && i < CQ_SCAN_MAX; i++)
+		if (cq->qps[i] == qp)
+			return true;
+	return false;
+}
+
+static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
+{
+	struct uiw_qp *qp = last->qp_int;
+	if (!qp || !last->sq_credits)
+		return; /* not a send completion */
+	pthread_rwlock_rdlock(&cq->qps_lock);
+	bool go = qp_attached_locked(cq, qp) &&
+		  atomic_load_explicit(&qp->pp_score, memory_order_relaxed) >= UIW_PP_MIN &&
+		  uiw_tx_outstanding(qp) == 0;
+	go = go && !uiw_cq_count(cq); /* more to report: no wait */
+	uint64_t gap = go ? atomic_load_explicit(&qp->pp_gap_ns, memory_order_relaxed) : 0;
+	unsigned msgs = go ? atomic_load_explicit(&qp->rx_msgs, memory_order_acquire) : 0;
+	if (go)
+		atomic_fetch_add_explicit(&qp->pp_waits, 1, memory_order_relaxed);
+	pthread_rwlock_unlock(&cq->qps_lock);
+	if (!go)
+		return;
+	uint64_t bound = 2 * gap < REPLY_MIN_NS	  ? REPLY_MIN_NS
+			 : 2 * gap > REPLY_MAX_NS ? REPLY_MAX_NS
+						  : 2 * gap;
+	uint64_t end = uiw_now_ns() + bound;
+	bool hit = false, left = false;
+	for (int i = 0; i < 1000000 && !hit && !left; i++) {
+		cq_progress(cq, false);
+		pthread_rwlock_rdlock(&cq->qps_lock);
+		left = !qp_attached_locked(cq, qp);
+		hit = !left && atomic_load_explicit(&qp->rx_msgs, memory_order_acquire) != msgs;
+		if (hit)
+			atomic_fetch_add_explicit(&qp->pp_hits, 1, memory_order_relaxed);
+		else if (!left && (uiw_cq_count(cq) || uiw_now_ns() >= end)) {
+			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
+			left = true;
+		}
+		pthread_rwlock_unlock(&cq->qps_lock);
+	}
+	if (!hit)
+		uiw_engine_unpark(); /* the answer is the engine's again */
+}
+
 /* Moves up to n CQEs to wc[]. */
 static int cq_pop(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 {
@@ -232,6 +298,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
 		tl_empty_since_ns = 0;
+		reply_wait(cq, &wc[k - 1]);
 		return k;
 	}
 	if (uiw_tx_thread_pushes() != pushes) {

@@ -374,6 +374,16 @@ struct uiw_qp {
 	bool term_in_batch;	  /* tx side: all of it is in the batch */
 	bool term_sent;		  /* ... and went out (qp->lock) */
 	bool term_closed;	  /* rx side: the stream was aborted after it */
+	/* Write ping-pong (cq.c reply_wait): when the send side last pushed;
+	 * messages of the peer completed here (rx side, every RDMA Write,
+	 * Send and Read Response); of the peer's last RDMA Writes, how many
+	 * in a row came within PP_NS of our push before them, and the gap of
+	 * the last one (ns) */
+	_Atomic uint64_t pp_push_ns;
+	atomic_uint rx_msgs;
+	atomic_uint pp_score;
+	_Atomic uint64_t pp_gap_ns;
+	atomic_uint pp_waits, pp_hits; /* reply_wait's spins, and those the answer ended */
 	uint8_t term_payload[RDMAP_TERM_MAX_PAYLOAD];
 	uint32_t term_len;
 	uint8_t rtr_body[sizeof(struct rdmap_read_req)];
@@ -437,6 +447,16 @@ unsigned uiw_tx_thread_pushes(void);
  * whose completions are not yet polled (tx.c, "Doorbell batching"). A
  * relaxed read of two counters, no lock: a hint for cq.c, not a state. */
 bool uiw_tx_streaming(const struct uiw_qp *qp);
+/* Send-queue WRs posted and not yet covered by a polled completion. */
+unsigned uiw_tx_outstanding(const struct uiw_qp *qp);
+/* The rx side completed a message of the peer's (an RDMA Write when
+ * write): counts it for cq.c's reply_wait, and a Write that came within
+ * UIW_PP_NS of our last push scores the Write ping-pong pattern. */
+void uiw_rx_msg_done(struct uiw_qp *qp, bool write);
+/* A peer's RDMA Write this soon after our last push (ns) is an answer;
+ * this many answers in a row make a Write ping-pong (pp_score). */
+#define UIW_PP_NS (100ull * 1000)
+#define UIW_PP_MIN 4
 /* Sends the RTR of an initiator (RFC 6581 §4) before the engine takes the
  * stream: blocking, bounded. 0 or -errno. */
 int uiw_tx_send_rtr(struct uiw_qp *qp, uint8_t rtr);

@@ -310,6 +310,13 @@ unsigned uiw_qp_caps(struct uiw_qp *qp)
 	return c;
 }
 
+/* See rdmap/rdmap.h. */
+void uiw_qp_reply_waits(struct uiw_qp *qp, unsigned *waits, unsigned *hits)
+{
+	*waits = atomic_load_explicit(&qp->pp_waits, memory_order_relaxed);
+	*hits = atomic_load_explicit(&qp->pp_hits, memory_order_relaxed);
+}
+
 int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m)
 {
 	pthread_mutex_lock(&qp->lock);

@@ -304,6 +304,12 @@ struct uiw_conn_mode {
 };
 /* Fills *m for a connected QP; -ENOTCONN otherwise. */
 int uiw_qp_conn_mode(struct uiw_qp *qp, struct uiw_conn_mode *m);
+/* A QP's Write ping-pong counters (the poll that returns the send
+ * completion of a QP whose peer answers each of its messages with an RDMA
+ * Write waits for that answer, docs/design.md "Progress"): *waits such
+ * polls, *hits those the answer ended (the rest gave up after their
+ * bound). Counts since the QP was created; no errors. */
+void uiw_qp_reply_waits(struct uiw_qp *qp, unsigned *waits, unsigned *hits);
 /* Whether this process offers RFC 7306 on new connections
  * (UIWARP_RFC7306=1, docs/configuration.md). */
 bool uiw_rfc7306_enabled(void);

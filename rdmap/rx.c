@@ -128,8 +128,27 @@ static int write_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct ui
 		/* the length a following Immediate Data reports (RFC 7306) */
 		qp->rx_last_write_len = qp->rx_write_len;
 		qp->rx_write_len = 0;
+		uiw_rx_msg_done(qp, true);
 	}
 	return 0;
+}
+
+/* See rdmap/internal.h. rx side. */
+void uiw_rx_msg_done(struct uiw_qp *qp, bool write)
+{
+	if (write) {
+		uint64_t gap =
+		    uiw_now_ns() - atomic_load_explicit(&qp->pp_push_ns, memory_order_relaxed);
+		unsigned sc = atomic_load_explicit(&qp->pp_score, memory_order_relaxed);
+		if (gap < UIW_PP_NS) {
+			atomic_store_explicit(&qp->pp_gap_ns, gap, memory_order_relaxed);
+			if (sc < 8)
+				atomic_store_explicit(&qp->pp_score, sc + 1, memory_order_relaxed);
+		} else if (sc) {
+			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
+		}
+	}
+	atomic_fetch_add_explicit(&qp->rx_msgs, 1, memory_order_release);
 }
 
 /* ---------------------------------------------------- RDMA Read Response */
@@ -188,6 +207,8 @@ static int read_resp_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struc
 		}
 	}
 	pthread_mutex_unlock(&qp->lock);
+	if (s->last)
+		uiw_rx_msg_done(qp, false);
 	return 0;
 }
 
@@ -316,6 +337,7 @@ static int send_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct uiw
 	if (qp->rx_send_active)
 		uiw_rq_complete(qp, &wc, se);
 	pthread_mutex_unlock(&qp->lock);
+	uiw_rx_msg_done(qp, false);
 	return 0;
 }
 

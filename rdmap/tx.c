@@ -429,6 +429,12 @@ static unsigned sq_outstanding(const struct uiw_qp *qp)
 }
 
 /* See rdmap/internal.h. */
+unsigned uiw_tx_outstanding(const struct uiw_qp *qp)
+{
+	return sq_outstanding(qp);
+}
+
+/* See rdmap/internal.h. */
 bool uiw_tx_streaming(const struct uiw_qp *qp)
 {
 	return sq_outstanding(qp) >= DEFER_DEPTH;
@@ -464,6 +470,11 @@ static bool may_defer(struct uiw_qp *qp, const struct mpa_conn *c)
 	 * only come later (perftest's -e latency tests, TX depth 1, poll the
 	 * send CQ once per event and then post again) */
 	if (depth >= qp->sq_size)
+		return false;
+	/* a Write ping-pong's one message (cq.c reply_wait): nothing follows
+	 * it before the answer, and the deadline would wake the engine for
+	 * each */
+	if (depth <= 1 && atomic_load_explicit(&qp->pp_score, memory_order_relaxed) >= UIW_PP_MIN)
 		return false;
 	if (depth < DEFER_DEPTH && now - uiw_cq_last_poll(qp->scq) > DEFER_NS &&
 	    now - uiw_cq_last_poll(qp->rcq) > DEFER_NS)
@@ -549,6 +560,8 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			}
 			qp->tx_deferred = false;
 			qp->tx_last_push_ns = uiw_now_ns();
+			atomic_store_explicit(&qp->pp_push_ns, qp->tx_last_push_ns,
+					      memory_order_relaxed);
 			atomic_fetch_add(&qp->tx_window, 1);
 			/* a POLLOUT the engine reports from here on counts */
 			atomic_store(&qp->out_ready, false);

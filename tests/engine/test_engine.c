@@ -99,6 +99,91 @@ static void test_recv_sge_list_unaligned(void **state)
 	pair_fini(&p);
 }
 
+/* Write ping-pong, as ib_write_lat or an RPC over RDMA Writes into polled
+ * memory: each side Writes a round number into the other's buffer, polls
+ * its send completion, and spins on its own buffer for the peer's answer,
+ * calling nothing of ours meanwhile. Every round's answer must arrive; and
+ * the poll that returns a send completion of this pattern waits for the
+ * answer itself (cq.c reply_wait) instead of leaving it to the engine
+ * thread: most rounds' waits end with the answer in. */
+struct pp_side {
+	struct side *me, *peer;
+	int rounds, first; /* first: this side Writes before it waits */
+	int done;
+};
+
+#define PP_OFF 64 /* where each side's answers land in its buffer */
+
+static void *pp_run(void *arg)
+{
+	struct pp_side *ps = arg;
+	volatile uint32_t *in = (volatile uint32_t *)(ps->me->buf + PP_OFF);
+	uint32_t *out = (uint32_t *)ps->me->buf;
+	struct uiw_sge sge = {.addr = (uintptr_t)out, .length = 4, .lkey = ps->me->mr->stag};
+	struct uiw_send_wr wr = {.opcode = UIW_WR_RDMA_WRITE,
+				 .flags = UIW_SEND_SIGNALED,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .remote_addr = (uintptr_t)ps->peer->buf + PP_OFF,
+				 .rkey = ps->peer->mr->stag};
+	for (int r = 1; r <= ps->rounds; r++) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (!ps->first) /* the answer to our last Write (or the first Write) */
+			while (*in != (uint32_t)r) {
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if (t.tv_sec - t0.tv_sec > 5)
+					return NULL;
+			}
+		*out = (uint32_t)r;
+		wr.wr_id = (uint64_t)r;
+		int bad;
+		if (uiw_qp_post_send(ps->me->qp, &wr, 1, &bad))
+			return NULL;
+		struct uiw_wc wc;
+		int got = 0;
+		for (long i = 0; i < 100000000 && !got; i++)
+			got = uiw_cq_poll(ps->me->cq, 1, &wc);
+		if (!got || wc.status != UIW_WC_SUCCESS || wc.wr_id != (uint64_t)r)
+			return NULL;
+		if (ps->first)
+			while (*in != (uint32_t)r) {
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if (t.tv_sec - t0.tv_sec > 5)
+					return NULL;
+			}
+		ps->done = r;
+	}
+	return NULL;
+}
+
+static void test_write_pingpong(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_connect(&p, 4096);
+	memset(p.a.buf, 0, 4096);
+	memset(p.b.buf, 0, 4096);
+	const int rounds = 2000;
+	struct pp_side a = {&p.a, &p.b, rounds, 1, 0}, b = {&p.b, &p.a, rounds, 0, 0};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, pp_run, &b), 0);
+	pp_run(&a);
+	pthread_join(th, NULL);
+	assert_int_equal(a.done, rounds);
+	assert_int_equal(b.done, rounds);
+	unsigned wa, ha, wb, hb;
+	uiw_qp_reply_waits(p.a.qp, &wa, &ha);
+	uiw_qp_reply_waits(p.b.qp, &wb, &hb);
+	print_message("reply waits: a %u (%u answered), b %u (%u answered), of %d rounds each\n",
+		      wa, ha, wb, hb, rounds);
+	assert_true(ha <= wa && hb <= wb);
+	/* the pattern is learnt within a few rounds; a wait that times out
+	 * (a loaded machine) costs the next PP_MIN rounds theirs */
+	assert_true(ha + hb >= (unsigned)rounds / 2);
+	pair_fini(&p);
+}
+
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
@@ -576,6 +661,7 @@ int main(void)
 	    cmocka_unit_test(test_read_sink_needs_local_write),
 	    cmocka_unit_test(test_memory_window),
 	    cmocka_unit_test(test_invalidate_unknown_stag_terminates),
+	    cmocka_unit_test(test_write_pingpong),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
