@@ -46,7 +46,8 @@ struct uiw_cq {
 	_Atomic uint64_t last_poll_ns; /* a poller was here (tx.c's doorbell batching) */
 	_Atomic uint64_t last_cqe_ns;  /* a poll returned a CQE (the yield when idle) */
 	int64_t yield_ns;	       /* UIWARP_POLL_YIELD_US in ns, -1 never */
-	int64_t nap_ns;		       /* UIWARP_POLL_NAP_US in ns, -1 never */
+	atomic_bool pingpong; /* a QP sending here has shown the Write ping-pong (reply_wait) */
+	int64_t nap_ns;	      /* UIWARP_POLL_NAP_US in ns, -1 never */
 };
 
 /* How long an empty poll sleeps once the CQ has been idle for nap_ns (ns):
@@ -214,8 +215,8 @@ static bool qp_attached_locked(const struct uiw_cq *cq, const struct uiw_qp *qp)
 static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 {
 	struct uiw_qp *qp = last->qp_int;
-	if (!qp || !last->sq_credits)
-		return; /* not a send completion */
+	if (!qp || !last->sq_credits || !atomic_load_explicit(&cq->pingpong, memory_order_relaxed))
+		return; /* not a send completion, or no such QP here: no lock taken */
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	bool go = qp_attached_locked(cq, qp) &&
 		  atomic_load_explicit(&qp->pp_score, memory_order_relaxed) >= UIW_PP_MIN &&
@@ -248,6 +249,13 @@ static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 	}
 	if (!hit)
 		uiw_engine_unpark(); /* the answer is the engine's again */
+}
+
+/* See rdmap/internal.h. */
+void uiw_cq_note_pingpong(struct uiw_cq *cq)
+{
+	if (!atomic_load_explicit(&cq->pingpong, memory_order_relaxed))
+		atomic_store_explicit(&cq->pingpong, true, memory_order_relaxed);
 }
 
 /* Moves up to n CQEs to wc[]. */

@@ -377,9 +377,11 @@ struct uiw_qp {
 	/* Write ping-pong (cq.c reply_wait): when the send side last pushed;
 	 * messages of the peer completed here (rx side, every RDMA Write,
 	 * Send and Read Response); of the peer's last RDMA Writes, how many
-	 * in a row came within PP_NS of our push before them, and the gap of
-	 * the last one (ns) */
+	 * in a row came within UIW_PP_NS of our one push before them, and the
+	 * gap of the last one (ns) */
 	_Atomic uint64_t pp_push_ns;
+	atomic_uint pp_pushes;	 /* the send side's pushes */
+	unsigned pp_pushes_seen; /* ... at the peer's last RDMA Write (rx side) */
 	atomic_uint rx_msgs;
 	atomic_uint pp_score;
 	_Atomic uint64_t pp_gap_ns;
@@ -451,8 +453,14 @@ bool uiw_tx_streaming(const struct uiw_qp *qp);
 unsigned uiw_tx_outstanding(const struct uiw_qp *qp);
 /* The rx side completed a message of the peer's (an RDMA Write when
  * write): counts it for cq.c's reply_wait, and a Write that came within
- * UIW_PP_NS of our last push scores the Write ping-pong pattern. */
+ * UIW_PP_NS of our last push, with that one push since the peer's Write
+ * before, scores the Write ping-pong pattern (a streaming poster, many
+ * pushes between the peer's Writes, never does). */
 void uiw_rx_msg_done(struct uiw_qp *qp, bool write);
+/* A QP whose send completions go to cq has shown the Write ping-pong
+ * (pp_score reached UIW_PP_MIN): cq's polls look for it from now on
+ * (cq.c reply_wait; before, they take no lock for it). */
+void uiw_cq_note_pingpong(struct uiw_cq *cq);
 /* A peer's RDMA Write this soon after our last push (ns) is an answer;
  * this many answers in a row make a Write ping-pong (pp_score). */
 #define UIW_PP_NS (100ull * 1000)

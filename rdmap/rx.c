@@ -140,10 +140,15 @@ void uiw_rx_msg_done(struct uiw_qp *qp, bool write)
 		uint64_t gap =
 		    uiw_now_ns() - atomic_load_explicit(&qp->pp_push_ns, memory_order_relaxed);
 		unsigned sc = atomic_load_explicit(&qp->pp_score, memory_order_relaxed);
-		if (gap < UIW_PP_NS) {
+		unsigned pushes = atomic_load_explicit(&qp->pp_pushes, memory_order_relaxed);
+		bool one = pushes - qp->pp_pushes_seen == 1;
+		qp->pp_pushes_seen = pushes;
+		if (gap < UIW_PP_NS && one) {
 			atomic_store_explicit(&qp->pp_gap_ns, gap, memory_order_relaxed);
 			if (sc < 8)
 				atomic_store_explicit(&qp->pp_score, sc + 1, memory_order_relaxed);
+			if (sc + 1 == UIW_PP_MIN)
+				uiw_cq_note_pingpong(qp->scq);
 		} else if (sc) {
 			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
 		}
