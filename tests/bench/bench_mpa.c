@@ -106,7 +106,7 @@ static uint64_t serve(int fd, int crc_on)
 		die("malloc");
 	struct iovec v0 = {hdr, HDR};
 	if (read_iov(fd, &v0, 1) != HDR)
-		return 0; /* nothing sent */
+		goto out; /* nothing sent */
 	for (;;) {
 		size_t ulpdu = (size_t)hdr[0] << 8 | hdr[1];
 		if (ulpdu < HDR - 2)
@@ -142,9 +142,12 @@ static uint64_t serve(int fd, int crc_on)
 		}
 		got += len;
 		if (r < len + pad + 4 + HDR)
-			return got; /* the last FPDU: the stream ended after it */
+			break; /* the last FPDU: the stream ended after it */
 		memcpy(hdr, scratch + pad + 4, HDR);
 	}
+out:
+	free(buf);
+	return got;
 }
 
 struct mpa_opts {
@@ -258,5 +261,10 @@ int main(int argc, char **argv)
 	uint64_t got = be64toh(be);
 	printf("bw size=%zu secs=%.3f rcvd=%llu Gbit/s=%.3f crc=%d mulpdu=%zu\n", size, t,
 	       (unsigned long long)got, (double)got * 8 / t / 1e9, crc_on, mulpdu);
+	free(iov);
+	free(trl);
+	free(hdrs);
+	free(buf);
+	close(fd);
 	return 0;
 }
