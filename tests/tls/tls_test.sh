@@ -102,7 +102,10 @@ mode_rping() {
 	command -v tshark >/dev/null || skip "tshark not installed"
 	local kind
 	for kind in tls plain; do
-		inns tcpdump -i lo -w "$TMP/$kind.pcap" -U -s 0 "tcp port $PORT" >"$TMP/$kind.tcpdump" 2>&1 &
+		# not through inns: a function run in the background is a
+		# subshell, and killing it (kill "$dp" below) left tcpdump running
+		ip netns exec "$NS" tcpdump -i lo -w "$TMP/$kind.pcap" -U -s 0 "tcp port $PORT" \
+			>"$TMP/$kind.tcpdump" 2>&1 &
 		local dp=$!
 		PIDS+=("$dp")
 		sleep 1
