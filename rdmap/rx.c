@@ -137,13 +137,16 @@ static int write_finish(struct uiw_qp *qp, const struct ddp_rx_seg *s, struct ui
 void uiw_rx_msg_done(struct uiw_qp *qp, bool write)
 {
 	if (write) {
-		uint64_t gap =
-		    uiw_now_ns() - atomic_load_explicit(&qp->pp_push_ns, memory_order_relaxed);
 		unsigned sc = atomic_load_explicit(&qp->pp_score, memory_order_relaxed);
 		unsigned pushes = atomic_load_explicit(&qp->pp_pushes, memory_order_relaxed);
 		bool one = pushes - qp->pp_pushes_seen == 1;
 		qp->pp_pushes_seen = pushes;
-		if (gap < UIW_PP_NS && one) {
+		/* the clock only for a Write that may be an answer: a Write
+		 * target that sends nothing reads none per message */
+		uint64_t gap =
+		    one ? uiw_now_ns() - atomic_load_explicit(&qp->pp_push_ns, memory_order_relaxed)
+			: UIW_PP_NS;
+		if (gap < UIW_PP_NS) {
 			atomic_store_explicit(&qp->pp_gap_ns, gap, memory_order_relaxed);
 			if (sc < 8)
 				atomic_store_explicit(&qp->pp_score, sc + 1, memory_order_relaxed);
@@ -153,7 +156,10 @@ void uiw_rx_msg_done(struct uiw_qp *qp, bool write)
 			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
 		}
 	}
-	atomic_fetch_add_explicit(&qp->rx_msgs, 1, memory_order_release);
+	/* one writer (the rx side): a store, not a locked add per message */
+	atomic_store_explicit(&qp->rx_msgs,
+			      atomic_load_explicit(&qp->rx_msgs, memory_order_relaxed) + 1,
+			      memory_order_release);
 }
 
 /* ---------------------------------------------------- RDMA Read Response */
