@@ -195,11 +195,16 @@ static void cq_progress(struct uiw_cq *cq, bool if_streaming)
  * nothing else of it is outstanding and its last UIW_PP_MIN answers were
  * Writes that came within UIW_PP_NS of our push (pp_score, rx.c), reads
  * the stream itself until the next message of the peer's is in (rx_msgs),
- * another CQE comes, or twice the last answer's delay has passed
- * (REPLY_MIN_NS..REPLY_MAX_NS) — the time the application would have
- * spun anyway. A wait the answer did not end clears the score (so a
- * changed pattern costs one wait) and wakes the engine. */
-#define REPLY_MIN_NS (5ull * 1000)
+ * another CQE comes, or REPLY_GAPS times the last answer's delay has
+ * passed (REPLY_MIN_NS..REPLY_MAX_NS) — the time the application would
+ * have spun anyway. The engine thread leaves the streams meanwhile
+ * (uiw_engine_leave): waiting in epoll, it would be woken by every answer
+ * to find it taken. A wait the answer did not end halves the score (a
+ * late answer, as when a wake-up elsewhere delays the peer on a host with
+ * few cores, leaves it waiting next time; a changed pattern costs two
+ * waits) and wakes the engine. */
+#define REPLY_GAPS 4
+#define REPLY_MIN_NS (10ull * 1000)
 #define REPLY_MAX_NS (50ull * 1000)
 
 /* Whether qp is attached to cq (the first CQ_SCAN_MAX): it cannot be
@@ -229,9 +234,10 @@ static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 	pthread_rwlock_unlock(&cq->qps_lock);
 	if (!go)
 		return;
-	uint64_t bound = 2 * gap < REPLY_MIN_NS	  ? REPLY_MIN_NS
-			 : 2 * gap > REPLY_MAX_NS ? REPLY_MAX_NS
-						  : 2 * gap;
+	uiw_engine_leave();
+	uint64_t bound = REPLY_GAPS * gap < REPLY_MIN_NS   ? REPLY_MIN_NS
+			 : REPLY_GAPS * gap > REPLY_MAX_NS ? REPLY_MAX_NS
+							   : REPLY_GAPS * gap;
 	uint64_t end = uiw_now_ns() + bound;
 	bool hit = false, left = false;
 	for (int i = 0; i < 1000000 && !hit && !left; i++) {
@@ -242,7 +248,8 @@ static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 		if (hit)
 			atomic_fetch_add_explicit(&qp->pp_hits, 1, memory_order_relaxed);
 		else if (!left && (uiw_cq_count(cq) || uiw_now_ns() >= end)) {
-			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
+			unsigned sc = atomic_load_explicit(&qp->pp_score, memory_order_relaxed);
+			atomic_store_explicit(&qp->pp_score, sc / 2, memory_order_relaxed);
 			left = true;
 		}
 		pthread_rwlock_unlock(&cq->qps_lock);

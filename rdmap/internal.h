@@ -234,6 +234,11 @@ void uiw_engine_detach(struct uiw_qp *qp);
  * thread. A poller about to sleep (its CQ armed: the last look after
  * ibv_req_notify_cq) does not say park. */
 void uiw_engine_proxy(bool park);
+/* A poller is about to read the streams itself for a while (cq.c
+ * reply_wait: the peer's answer is due): an engine thread waiting in
+ * epoll on them, where every byte that arrives would wake it to find the
+ * event taken, is woken once and parks (as uiw_engine_proxy's park). */
+void uiw_engine_leave(void);
 /* A poller stops polling (it arms a CQ to sleep on its channel): the
  * engine thread takes the streams back at once. */
 void uiw_engine_unpark(void);

@@ -74,6 +74,10 @@ struct uiw_engine {
 	 * under a read lock, which uiw_engine_detach waits out */
 	pthread_rwlock_t proxy_lock;
 	_Atomic uint64_t proxy_ns; /* when a poller last did */
+	/* the engine thread is in (or about to enter) its epoll wait on the
+	 * streams, and whether a poller has woken it out of it since
+	 * (uiw_engine_leave) */
+	atomic_bool waiting, nudged;
 };
 
 static struct uiw_engine engine = {
@@ -577,6 +581,14 @@ static void run_kicks(enum prog_role role)
 	}
 }
 
+/* A poller was in uiw_engine_proxy, saying park, less than PARK_NS before
+ * now (ns, CLOCK_MONOTONIC). */
+static bool poller_fresh(uint64_t now)
+{
+	uint64_t p = atomic_load(&engine.proxy_ns);
+	return p && now - p < PARK_NS;
+}
+
 /* See rdmap/internal.h. */
 void uiw_engine_proxy(bool park)
 {
@@ -598,6 +610,18 @@ void uiw_engine_proxy(bool park)
 		run_kicks(ROLE_POLLER);
 	in_proxy = false;
 	pthread_rwlock_unlock(&engine.proxy_lock);
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_leave(void)
+{
+	atomic_store(&engine.proxy_ns, uiw_now_ns());
+	/* seq_cst against the engine's store of waiting and load of
+	 * proxy_ns: one of the two sees the other */
+	if (atomic_load(&engine.waiting) &&
+	    !atomic_exchange_explicit(&engine.nudged, true, memory_order_relaxed)) {
+		engine_wake();
+	}
 }
 
 /* See rdmap/internal.h. */
@@ -642,8 +666,7 @@ static bool engine_park(void)
 {
 	static uint64_t park_ns = PARK_NS;
 	uint64_t now = uiw_now_ns();
-	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
-	if (!p || now - p >= PARK_NS) {
+	if (!poller_fresh(now)) {
 		park_ns = PARK_NS;
 		return false;
 	}
@@ -699,13 +722,20 @@ static void *engine_main(void *arg)
 					n = epoll_wait(engine.epfd, ev, 64, 0);
 				while (n == 0 && uiw_now_ns() < end);
 			}
-			if (n == 0) {
+			/* a poller that came by since engine_park: park instead
+			 * (else it sees waiting and wakes us out of the wait) */
+			atomic_store(&engine.waiting, true);
+			if (n == 0 && poller_fresh(uiw_now_ns()))
+				tmo = 0;
+			if (n == 0 && tmo != 0) {
 				/* to the nanosecond: a batch waiting DEFER_MAX_NS
 				 * (tx.c) must not wait a millisecond */
 				struct timespec ts = {.tv_sec = (time_t)(tmo / 1000000000),
 						      .tv_nsec = (long)(tmo % 1000000000)};
 				n = epoll_pwait2(engine.epfd, ev, 64, tmo < 0 ? NULL : &ts, NULL);
 			}
+			atomic_store(&engine.waiting, false);
+			atomic_store_explicit(&engine.nudged, false, memory_order_relaxed);
 			if (n > 0)
 				run_events(ev, n, ROLE_ENGINE);
 		}
