@@ -337,17 +337,19 @@ def summarize(d, meta):
                     t = K(p, c, "tcp", "replicate", s, "mibps")
                     if not (d.values(u) or d.fails.get(u) or d.values(t)):
                         continue
-                    uv = d.values(u)
+                    uv, tv = d.values(u), d.values(t)
                     slow = (min(uv) / statistics.median(uv)) if uv else None
+                    tslow = (min(tv) / statistics.median(tv)) if tv else None
                     rows.append([p, c, size_name(s), d.cell(u), d.cell(t), d.rcell(u, t),
-                                 fmt(slow) if slow is not None else "–"])
+                                 fmt(slow) if slow is not None else "–",
+                                 fmt(tslow) if tslow is not None else "–"])
                     rr = d.ratio(u, t)
                     goal("main job ≥ 0.90× its --tcp mode", "%s %s" % (p, c), rr and rr[0],
                          "≥ 0.90", rr and rr[0] >= 0.90)
                     goal("slowest uiwarp copy ≥ 0.75× its median", "%s %s" % (p, c), slow,
                          "≥ 0.75", slow is not None and slow >= 0.75)
         md.append(table(["path", "cc", "file", "uiwarp (RDMA Writes)", "--tcp", "uiwarp/tcp",
-                         "slowest/median uiwarp"], rows))
+                         "slowest/median uiwarp", "slowest/median --tcp"], rows))
 
     # ------------------------------------------------ TLS (the tls group)
     suites = sorted({k[3].split(":", 1)[1] for k in list(d.vals) + list(d.fails)

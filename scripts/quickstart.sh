@@ -223,6 +223,11 @@ if [ -f "$tmp/rdma.txt" ] && [ "$runs" -gt 1 ]; then
 	sort -n "$tmp/rdma.txt" | awk -v m="$r_mibs" 'NR == 1 && m > 0 {
 		printf "  slowest uiwarp copy / median:        %.2f\n", $1 / m }'
 fi
+# the same for TCP: how steady the path itself was in this run
+if [ -f "$tmp/tcp.txt" ] && [ "$runs" -gt 1 ]; then
+	sort -n "$tmp/tcp.txt" | awk -v m="$t_mibs" 'NR == 1 && m > 0 {
+		printf "  slowest TCP copy / median:           %.2f\n", $1 / m }'
+fi
 echo "Copies identical to the source (cmp; crc32c $crc). Times run from the first data byte"
 echo "to the receiver holding all of it; the receiver's checksum and sync are excluded."
 exit 0
