@@ -805,6 +805,8 @@ static void engine_atfork_child(void)
 	engine.kick_head = engine.kick_tail = NULL;
 	engine.ndl = 0;
 	atomic_store(&engine.proxy_ns, 0);
+	atomic_store(&engine.waiting, false); /* the parent's engine may have been in its wait */
+	atomic_store(&engine.nudged, false);
 	pthread_mutex_init(&engine.lock, NULL);
 	pthread_cond_init(&engine.cycled, NULL);
 	in_proxy = false;
