@@ -169,16 +169,17 @@ static _Thread_local uint64_t tl_proxy_ns;
 
 /* Makes progress on the CQ's QPs in the calling thread (see the top);
  * with if_streaming only when one of them has a poster streaming
- * (cq_streaming_locked); direct: the poller is busy (see DIRECT_PROXY_NS).
- * Cancellation off throughout (uiw_progress, rdmap/internal.h). */
-static void cq_progress(struct uiw_cq *cq, bool if_streaming, bool direct)
+ * (cq_streaming_locked); direct_ns: the caller's clock (ns) when the
+ * poller is busy (see DIRECT_PROXY_NS), else 0. Cancellation off
+ * throughout (uiw_progress, rdmap/internal.h). */
+static void cq_progress(struct uiw_cq *cq, bool if_streaming, uint64_t direct_ns)
 {
 	int cs = uiw_nocancel_begin();
 	pthread_rwlock_rdlock(&cq->qps_lock);
 	int n = cq->nqps;
 	if (if_streaming && !cq_streaming_locked(cq))
 		n = 0;
-	direct = direct && n == 1;
+	bool direct = direct_ns && n == 1;
 	if (n > 0) {
 		/* armed: the application's last look before it sleeps on the
 		 * channel; the engine must not park for it */
@@ -186,9 +187,8 @@ static void cq_progress(struct uiw_cq *cq, bool if_streaming, bool direct)
 		bool armed = cq->armed;
 		pthread_mutex_unlock(&cq->lock);
 		direct = direct && !armed;
-		uint64_t now = direct ? uiw_now_ns() : 0;
-		if (!direct || now - tl_proxy_ns >= DIRECT_PROXY_NS) {
-			tl_proxy_ns = now;
+		if (!direct || direct_ns - tl_proxy_ns >= DIRECT_PROXY_NS) {
+			tl_proxy_ns = direct ? direct_ns : 0;
 			uiw_engine_proxy(!armed);
 		}
 	}
@@ -263,13 +263,14 @@ static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 	uint64_t end = uiw_now_ns() + bound;
 	bool hit = false, left = false;
 	for (int i = 0; i < 1000000 && !hit && !left; i++) {
-		cq_progress(cq, false, true);
+		uint64_t now = uiw_now_ns(); /* one clock read per look */
+		cq_progress(cq, false, now);
 		pthread_rwlock_rdlock(&cq->qps_lock);
 		left = !qp_attached_locked(cq, qp);
 		hit = !left && atomic_load_explicit(&qp->rx_msgs, memory_order_acquire) != msgs;
 		if (hit)
 			atomic_fetch_add_explicit(&qp->pp_hits, 1, memory_order_relaxed);
-		else if (!left && (uiw_cq_count(cq) || uiw_now_ns() >= end)) {
+		else if (!left && (uiw_cq_count(cq) || now >= end)) {
 			unsigned sc = atomic_load_explicit(&qp->pp_score, memory_order_relaxed);
 			atomic_store_explicit(&qp->pp_score, sc / 2, memory_order_relaxed);
 			left = true;
@@ -316,9 +317,9 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 	int k = cq_pop(cq, n, wc);
 	unsigned pushes = uiw_tx_thread_pushes();
 	if (k < n) {
-		cq_progress(cq, false,
-			    now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed) <
-				DIRECT_IDLE_NS);
+		bool busy = now - atomic_load_explicit(&cq->last_cqe_ns, memory_order_relaxed) <
+			    DIRECT_IDLE_NS;
+		cq_progress(cq, false, busy ? now : 0);
 		k += cq_pop(cq, n - k, wc + k);
 	} else {
 		/* A full batch needs no progress to fill it, but a streaming
@@ -332,7 +333,7 @@ int uiw_cq_poll(struct uiw_cq *cq, int n, struct uiw_wc *wc)
 		 * a thread with few WRs outstanding: ib_write_lat's polls one
 		 * completion and then spins on memory for the peer's Write,
 		 * which only an engine that is not parked takes. */
-		cq_progress(cq, true, false);
+		cq_progress(cq, true, 0);
 	}
 	if (k) {
 		atomic_store_explicit(&cq->last_cqe_ns, now, memory_order_relaxed);
