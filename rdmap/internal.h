@@ -239,6 +239,14 @@ void uiw_engine_proxy(bool park);
  * epoll on them, where every byte that arrives would wake it to find the
  * event taken, is woken once and parks (as uiw_engine_proxy's park). */
 void uiw_engine_leave(void);
+/* The calling thread, inside a pass (rx.c, tx.c), is moving bytes: if it
+ * is a poller whose last uiw_engine_proxy parked the engine, it counts as
+ * still there (as a fresh proxy), so a pass that lasts longer than
+ * PARK_NS (200 us: a 1 MiB Read Response or its receipt on loopback)
+ * does not wake the engine to take the same stream's other direction or
+ * its events beside it. now: the caller's clock (ns, CLOCK_MONOTONIC),
+ * 0 to read it (only for a poller). A few loads, no lock. */
+void uiw_engine_poller_busy(uint64_t now);
 /* A poller stops polling (it arms a CQ to sleep on its channel): the
  * engine thread takes the streams back at once. */
 void uiw_engine_unpark(void);

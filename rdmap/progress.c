@@ -90,6 +90,8 @@ static struct uiw_engine engine = {
 static _Thread_local bool in_proxy;
 /* the calling thread's last uiw_engine_proxy parked the engine */
 static _Thread_local bool tl_proxy_parks;
+/* the calling thread is inside a pass it runs as a poller (side) */
+static _Thread_local bool tl_poller_pass;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* See rdmap/internal.h. */
@@ -358,6 +360,10 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 		return false;
 	unsigned was = atomic_fetch_and(&qp->pending, ~bits);
 	unsigned due = 0;
+	/* a poster's pushes say nothing of a poller being here: a thread that
+	 * posts and then spins on memory (ib_write_lat) reads nothing */
+	bool outer = tl_poller_pass;
+	tl_poller_pass = role == ROLE_POLLER;
 	if (rx) {
 		rx_pass(qp, role, was & PROG_TIMER);
 		uiw_stat_rx(qp);
@@ -367,6 +373,7 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 		tx_pass(qp, role);
 		uiw_stat_tx(qp);
 	}
+	tl_poller_pass = outer;
 	pthread_mutex_unlock(l);
 	if (due)
 		report_due(qp, due);
@@ -377,15 +384,29 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
  * inside a long pass (a megabyte of Read Responses takes longer than
  * PARK_NS): the engine stays parked instead of waking to drive the same
  * stream beside it. Not after uiw_engine_unpark (proxy_ns 0), nor for a
- * poller of an armed CQ (about to sleep on its channel). */
+ * poller of an armed CQ (about to sleep on its channel). now: ns,
+ * CLOCK_MONOTONIC; a time no later than POLLER_SEEN_NS after the last
+ * one stored writes nothing (the line stays where the engine reads it). */
+#define POLLER_SEEN_NS (20ull * 1000)
+static void poller_at(uint64_t now)
+{
+	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
+	if (p && (int64_t)(now - p) > (int64_t)POLLER_SEEN_NS)
+		atomic_compare_exchange_strong_explicit(&engine.proxy_ns, &p, now,
+							memory_order_relaxed, memory_order_relaxed);
+}
+
 static void poller_here(void)
 {
-	if (!tl_proxy_parks)
-		return;
-	uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
-	if (p)
-		atomic_compare_exchange_strong_explicit(&engine.proxy_ns, &p, uiw_now_ns(),
-							memory_order_relaxed, memory_order_relaxed);
+	if (tl_proxy_parks)
+		poller_at(uiw_now_ns());
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_poller_busy(uint64_t now)
+{
+	if (tl_proxy_parks && tl_poller_pass)
+		poller_at(now ? now : uiw_now_ns());
 }
 
 /* See rdmap/internal.h. */
@@ -654,7 +675,8 @@ void uiw_engine_nap(uint64_t ns)
 }
 
 /* While pollers do its work (a poller was in uiw_engine_proxy less than
- * PARK_NS ago, or is still in a pass it began there: poller_here), kicked
+ * PARK_NS ago, or is still in a pass it began there: poller_here and
+ * uiw_engine_poller_busy at every push and every 256 KiB read), kicked
  * QPs included (uiw_engine_proxy runs the kick list: a poller that left
  * work for the engine after its fair share takes it up again at its next
  * poll, not the engine beside it), the engine thread sleeps for its park length (PARK_NS,

@@ -560,6 +560,7 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			}
 			qp->tx_deferred = false;
 			qp->tx_last_push_ns = uiw_now_ns();
+			uiw_engine_poller_busy(qp->tx_last_push_ns);
 			atomic_store_explicit(&qp->pp_push_ns, qp->tx_last_push_ns,
 					      memory_order_relaxed);
 			atomic_fetch_add_explicit(&qp->pp_pushes, 1, memory_order_relaxed);
