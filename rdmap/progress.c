@@ -361,9 +361,10 @@ static bool side(struct uiw_qp *qp, unsigned bits, enum prog_role role)
 	unsigned was = atomic_fetch_and(&qp->pending, ~bits);
 	unsigned due = 0;
 	/* a poster's pushes say nothing of a poller being here: a thread that
-	 * posts and then spins on memory (ib_write_lat) reads nothing */
+	 * posts and then spins on memory (ib_write_lat) reads nothing; its long
+	 * read (a poster that polls too: ib_read_bw's requester) does */
 	bool outer = tl_poller_pass;
-	tl_poller_pass = role == ROLE_POLLER;
+	tl_poller_pass = rx || role == ROLE_POLLER;
 	if (rx) {
 		rx_pass(qp, role, was & PROG_TIMER);
 		uiw_stat_rx(qp);
