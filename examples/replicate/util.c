@@ -18,9 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <isa-l/crc.h>
-
 #include "replicate.h"
+#include "util/crc32c.h"
 
 volatile int rep_interrupted;
 
@@ -43,25 +42,13 @@ double rep_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ISA-L's crc32_iscsi runs the reflected CRC32c register without the initial
- * and final inversion, so we add both: the result is the standard CRC32c
- * ("123456789" -> 0xE3069283) and chains on finished values. CRC32c because
- * ISA-L computes it with the SSE4.2 crc32 instruction / PCLMUL at several
- * GB/s per core (faster than the link), the project already depends on
- * libisal for MPA, and it is the checksum iSCSI/MPA/ext4 use. */
+/* The standard CRC32c ("123456789" -> 0xE3069283), chaining on finished
+ * values, by ISA-L (util/crc32c.h). CRC32c because ISA-L computes it at
+ * tens of GB/s per core (faster than the link), the project already
+ * depends on libisal for MPA, and it is the checksum iSCSI/MPA/ext4 use. */
 uint32_t rep_crc32c(uint32_t crc, const void *p, size_t n)
 {
-	unsigned char *b = (unsigned char *)(uintptr_t)p; /* ISA-L only reads it */
-	uint32_t reg = ~crc;
-
-	while (n > 0) {
-		size_t piece = n > (size_t)(INT_MAX & ~0xfff) ? (size_t)(INT_MAX & ~0xfff) : n;
-
-		reg = crc32_iscsi(b, (int)piece, reg);
-		b += piece;
-		n -= piece;
-	}
-	return ~reg;
+	return uiw_isal_crc32c(crc, p, n);
 }
 
 bool rep_parse_size(const char *s, uint64_t *out)

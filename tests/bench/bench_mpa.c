@@ -30,7 +30,6 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
-#include <isa-l/crc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,6 +44,7 @@
 #include <unistd.h>
 
 #include "bench_stream.h"
+#include "util/crc32c.h"
 
 #define HDR 16		  /* MPA length (2) + DDP tagged header (14) */
 #define BATCH (256 << 10) /* bytes gathered per sendmsg (more if one message is larger) */
@@ -57,10 +57,10 @@ static void die(const char *what)
 }
 
 /* the finished CRC32c (RFC 3720 B.4: preset ~0, complemented) continuing
- * from a finished crc, as uiwarp's mpa/crc.c */
+ * from a finished crc, as uiwarp's mpa/crc.c (the same code) */
 static uint32_t crc32c(uint32_t crc, const void *p, size_t n)
 {
-	return n ? ~crc32_iscsi((unsigned char *)(uintptr_t)p, (int)n, ~crc) : crc;
+	return n ? uiw_isal_crc32c(crc, p, n) : crc;
 }
 
 static size_t pad_of(size_t ulpdu)
