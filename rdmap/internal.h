@@ -266,6 +266,10 @@ void uiw_engine_kick(struct uiw_qp *qp, unsigned what);
  * uiw_engine_attach (a WR posted between RTS and the attach defers its
  * batch on it); after uiw_engine_detach none is set. */
 void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns);
+/* uiw_engine_deadline for a batch that waits for the next poll (tx.c):
+ * while it is qp's only timer, the engine skips it once the batch went or
+ * while a poller of qp's CQs is about (progress.c tx_polled). */
+void uiw_engine_deadline_tx(struct uiw_qp *qp, uint64_t at_ns);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t uiw_now_ns(void);
 
@@ -367,7 +371,8 @@ struct uiw_qp {
 	bool kicked, registered;
 	unsigned kick_what;
 	uint64_t deadline_ns;
-	int dl_index; /* in the engine's deadline list, -1 if none */
+	bool dl_tx_only; /* the deadline is a waiting batch's alone (engine.lock) */
+	int dl_index;	 /* in the engine's deadline list, -1 if none */
 	/* reported events waiting for rx_lock to be let go (rx side) */
 	unsigned ev_due;
 

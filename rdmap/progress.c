@@ -450,6 +450,7 @@ static void dl_remove_locked(struct uiw_qp *qp)
 	last->dl_index = i;
 	qp->dl_index = -1;
 	qp->deadline_ns = 0;
+	qp->dl_tx_only = false;
 }
 
 /* Wakes the engine thread from epoll (one count on its eventfd). Not a
@@ -464,8 +465,8 @@ static void engine_wake(void)
 	uiw_nocancel_end(cs);
 }
 
-/* See rdmap/internal.h. The engine wakes at the earliest deadline. */
-void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
+/* uiw_engine_deadline, and uiw_engine_deadline_tx with tx set. */
+static void deadline_set(struct uiw_qp *qp, uint64_t at_ns, bool tx)
 {
 	pthread_mutex_lock(&engine.lock);
 	bool wake = false;
@@ -492,6 +493,8 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 			qp->dl_index = engine.ndl;
 			engine.dl[engine.ndl++] = qp;
 		}
+		/* a waiting batch's alone, or with another timer folded in */
+		qp->dl_tx_only = tx && (!qp->deadline_ns || qp->dl_tx_only);
 		/* a parked engine is not woken: pollers are there (they
 		 * push what waits) and its nap ends within PARK_NS */
 		wake = (!qp->deadline_ns || at_ns < qp->deadline_ns) && !engine.parked;
@@ -503,6 +506,18 @@ void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
 	if (wake && started && !pthread_equal(pthread_self(), engine.thread)) {
 		engine_wake();
 	}
+}
+
+/* See rdmap/internal.h. The engine wakes at the earliest deadline. */
+void uiw_engine_deadline(struct uiw_qp *qp, uint64_t at_ns)
+{
+	deadline_set(qp, at_ns, false);
+}
+
+/* See rdmap/internal.h. */
+void uiw_engine_deadline_tx(struct uiw_qp *qp, uint64_t at_ns)
+{
+	deadline_set(qp, at_ns, true);
 }
 
 /* See rdmap/internal.h. */
@@ -675,6 +690,28 @@ void uiw_engine_nap(uint64_t ns)
 	(void)ppoll(&pfd, 1, &ts, NULL);
 }
 
+/* qp's deadline is only a batch's that waits for a poll of one of its CQs
+ * (tx.c may_defer, carry_waits: uiw_engine_deadline_tx) and the batch went
+ * meanwhile (its poster's next push, or a poll's), or it still waits and
+ * one of those CQs was polled less than PARK_NS before now: that poller
+ * pushes it (cq.c drives a deferred QP at every poll). Either way the
+ * engine has nothing to do there: a streaming poster defers a batch every
+ * few µs, and each deadline woke the engine into an rx pass that met the
+ * poster on the socket's lock (ib_write_bw -s 65536: 3 800-5 900 wake-ups
+ * a second). Should that poller go, the deadline is met when the engine
+ * next wakes (its park ends within PARK_MAX_NS, as for the streams' bytes).
+ * engine.lock held. */
+static bool tx_polled(struct uiw_qp *qp, uint64_t now)
+{
+	if (!qp->dl_tx_only)
+		return false;
+	if (!atomic_load_explicit(&qp->tx_deferred, memory_order_relaxed))
+		return true;
+	uint64_t s = uiw_cq_last_poll(qp->scq), r = uiw_cq_last_poll(qp->rcq);
+	uint64_t last = s > r ? s : r;
+	return last && (int64_t)(now - last) < (int64_t)PARK_NS;
+}
+
 /* While pollers do its work (a poller was in uiw_engine_proxy less than
  * PARK_NS ago, or is still in a pass it began there: poller_here and
  * uiw_engine_poller_busy at every push and every 256 KiB read), kicked
@@ -695,9 +732,12 @@ static bool engine_park(void)
 	}
 	uint64_t until = now + park_ns;
 	pthread_mutex_lock(&engine.lock);
-	for (int i = 0; i < engine.ndl; i++)
-		if (engine.dl[i]->deadline_ns < until)
-			until = engine.dl[i]->deadline_ns;
+	for (int i = 0; i < engine.ndl; i++) {
+		struct uiw_qp *q = engine.dl[i];
+		if (q->deadline_ns >= until || tx_polled(q, now))
+			continue;
+		until = q->deadline_ns;
+	}
 	/* a poller that armed its CQ after the load above (uiw_engine_unpark:
 	 * proxy_ns to 0, then parked read under this lock) saw parked false
 	 * and woke nobody: its 0 is visible here, so do not sleep through it */
@@ -769,11 +809,25 @@ static void *engine_main(void *arg)
 			struct uiw_qp *due = NULL;
 			pthread_mutex_lock(&engine.lock);
 			for (int i = 0; i < engine.ndl; i++) {
-				if (engine.dl[i]->deadline_ns <= now) {
-					due = engine.dl[i];
-					dl_remove_locked(due);
-					break;
+				struct uiw_qp *q = engine.dl[i];
+				if (q->deadline_ns > now)
+					continue;
+				if (tx_polled(q, now)) {
+					if (!atomic_load_explicit(&q->tx_deferred,
+								  memory_order_relaxed)) {
+						dl_remove_locked(q); /* the batch went */
+						i--;		     /* the last one moved here */
+					} else {
+						/* its poller pushes it; looked at
+						 * again after PARK_NS (at the latest
+						 * when the engine next wakes) */
+						q->deadline_ns = now + PARK_NS;
+					}
+					continue;
 				}
+				due = q;
+				dl_remove_locked(due);
+				break;
 			}
 			pthread_mutex_unlock(&engine.lock);
 			if (!due)

@@ -447,7 +447,7 @@ static void tx_wait_until(struct uiw_qp *qp, uint64_t at)
 {
 	if (!qp->tx_deferred) {
 		qp->tx_deferred = true;
-		uiw_engine_deadline(qp, at);
+		uiw_engine_deadline_tx(qp, at);
 	}
 }
 
