@@ -25,7 +25,9 @@
 #       may_hold): the client streams 64 Sends of 64 KiB in large FPDUs,
 #       16 outstanding (route_mulpdu_ep ... stream), the server checks every
 #       byte; of the client's data segments at most 32 may be shorter than
-#       its largest (5-23 here; 58-66 while pushes ended whole).
+#       its largest (5-23 here; 58-66 while pushes ended whole), or
+#       UIW_SEGMENTS_SHORT_MAX (the ASan tree: 56, its code runs slower than
+#       the carry's 20 us wait for the next batch: 13-49 seen).
 # Needs root (exit 77 otherwise).
 set -u
 EP=$1
@@ -77,7 +79,9 @@ set +e
 # pair NAME CLIENT_LARGE SERVER_LARGE : one exchange, captured in $T/NAME.pcap
 pair() {
 	name=$1
-	ip netns exec "$NA" timeout 30 tcpdump -i "$VA" -s 0 -U -n -w "$T/$name.pcap" tcp port 7471 \
+	# -B: a 16 MiB capture buffer (the default 2 MiB dropped ~300 of the
+	# segments test's 2 900 packets under ASan on a fast host)
+	ip netns exec "$NA" timeout 30 tcpdump -i "$VA" -B 16384 -s 0 -U -n -w "$T/$name.pcap" tcp port 7471 \
 		>"$T/$name.td" 2>&1 &
 	TD=$!
 	for i in $(seq 1 50); do
@@ -117,9 +121,14 @@ if [ "$MODE" = segments ]; then
 	full=$(sort -n "$T/lens" | tail -1)
 	data=$(awk '$1 > 0' "$T/lens" | wc -l)
 	short=$(awk -v f="$full" '$1 > 0 && $1 < f' "$T/lens" | wc -l)
-	echo "client data segments: $data, full ($full bytes): $((data - short)), short: $short"
-	if [ "$data" -lt 2870 ] || [ "$short" -gt 32 ]; then
-		echo "FAIL: want >= 2870 data segments (64 x 64 KiB) and at most 32 short ones"
+	# packets the capture lost (tcpdump's count at exit) are neither full
+	# nor short: they count toward the total only
+	dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel.*/\1/p' "$T/segments.td" | head -1)
+	dropped=${dropped:-0}
+	max_short=${UIW_SEGMENTS_SHORT_MAX:-32}
+	echo "client data segments: $data, full ($full bytes): $((data - short)), short: $short; not captured: $dropped"
+	if [ $((data + dropped)) -lt 2870 ] || [ "$short" -gt "$max_short" ]; then
+		echo "FAIL: want >= 2870 data segments (64 x 64 KiB) and at most $max_short short ones"
 		exit 1
 	fi
 	echo PASS
