@@ -424,6 +424,13 @@ bool uiw_cq_notify_unpolled(struct uiw_cq *cq)
 }
 
 /* See rdmap/internal.h. */
+bool uiw_cq_drives(const struct uiw_cq *cq)
+{
+	int n = __atomic_load_n(&cq->nqps, __ATOMIC_RELAXED);
+	return n > 0 && n <= CQ_SCAN_MAX;
+}
+
+/* See rdmap/internal.h. */
 uint64_t uiw_cq_last_poll(const struct uiw_cq *cq)
 {
 	return atomic_load_explicit(&cq->last_poll_ns, memory_order_relaxed);

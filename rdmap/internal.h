@@ -96,6 +96,9 @@ void *uiw_sge_resolve(struct uiw_pd *pd, const struct uiw_sge *sge, bool need_wr
 
 /* When a thread last polled cq (CLOCK_MONOTONIC ns; 0: never). */
 uint64_t uiw_cq_last_poll(const struct uiw_cq *cq);
+/* Whether a poll of cq drives its QPs' waiting batches (cq.c cq_progress
+ * scans them: at most CQ_SCAN_MAX, 4, QPs on it). A relaxed read. */
+bool uiw_cq_drives(const struct uiw_cq *cq);
 /* Adds a CQE. Returns false when the CQ is full (overflow recorded). */
 bool uiw_cq_push(struct uiw_cq *cq, const struct uiw_wc *wc, bool solicited);
 /* Drops the send CQEs of qp still queued in cq (the QP is being destroyed:

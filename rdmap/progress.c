@@ -693,8 +693,9 @@ void uiw_engine_nap(uint64_t ns)
 /* qp's deadline is only a batch's that waits for a poll of one of its CQs
  * (tx.c may_defer, carry_waits: uiw_engine_deadline_tx) and the batch went
  * meanwhile (its poster's next push, or a poll's), or it still waits and
- * one of those CQs was polled less than PARK_NS before now: that poller
- * pushes it (cq.c drives a deferred QP at every poll). Either way the
+ * one of those CQs, one with at most four QPs, was polled less than
+ * PARK_NS before now: that poller pushes it (cq.c drives a deferred QP at
+ * every poll; uiw_cq_drives). Either way the
  * engine has nothing to do there: a streaming poster defers a batch every
  * few µs, and each deadline woke the engine into an rx pass that met the
  * poster on the socket's lock (ib_write_bw -s 65536: 3 800-5 900 wake-ups
@@ -707,7 +708,10 @@ static bool tx_polled(struct uiw_qp *qp, uint64_t now)
 		return false;
 	if (!atomic_load_explicit(&qp->tx_deferred, memory_order_relaxed))
 		return true;
-	uint64_t s = uiw_cq_last_poll(qp->scq), r = uiw_cq_last_poll(qp->rcq);
+	/* only a CQ whose polls scan its QPs (at most four on it): on a CQ
+	 * shared by more, the deadline is what pushes the batch */
+	uint64_t s = qp->scq && uiw_cq_drives(qp->scq) ? uiw_cq_last_poll(qp->scq) : 0;
+	uint64_t r = qp->rcq && uiw_cq_drives(qp->rcq) ? uiw_cq_last_poll(qp->rcq) : 0;
 	uint64_t last = s > r ? s : r;
 	return last && (int64_t)(now - last) < (int64_t)PARK_NS;
 }
