@@ -247,9 +247,12 @@ void uiw_engine_leave(void);
  * still there (as a fresh proxy), so a pass that lasts longer than
  * PARK_NS (200 us: a 1 MiB Read Response or its receipt on loopback)
  * does not wake the engine to take the same stream's other direction or
- * its events beside it. now: the caller's clock (ns, CLOCK_MONOTONIC),
- * 0 to read it (only for a poller). A few loads, no lock. */
-void uiw_engine_poller_busy(uint64_t now);
+ * its events beside it. streaming: the thread pushes as a poster with
+ * DEFER_DEPTH or more WRs outstanding (tx.c uiw_tx_streaming), so it
+ * polls again soon (its send queue fills otherwise): it counts too.
+ * now: the caller's clock (ns, CLOCK_MONOTONIC), 0 to read it (only for
+ * a poller). A few loads, no lock. */
+void uiw_engine_poller_busy(uint64_t now, bool streaming);
 /* A poller stops polling (it arms a CQ to sleep on its channel): the
  * engine thread takes the streams back at once. */
 void uiw_engine_unpark(void);

@@ -57,6 +57,8 @@
  * percentile), and a poller that stops without arming its CQ leaves the
  * streams unattended at most this long, once. */
 #define PARK_MAX_NS (16000ull * 1000)
+/* A poller not seen for this long has gone (engine_main's capped wait) */
+#define POLLER_GONE_NS (1000ull * 1000 * 1000)
 
 struct uiw_engine {
 	pthread_mutex_t lock;
@@ -78,6 +80,14 @@ struct uiw_engine {
 	 * streams, and whether a poller has woken it out of it since
 	 * (uiw_engine_leave) */
 	atomic_bool waiting, nudged;
+	/* until when (ns, CLOCK_MONOTONIC) the engine thread's epoll wait
+	 * lasts at the longest, UINT64_MAX for no end, 0 while it is not
+	 * waiting there (written under lock when it takes its timeout) */
+	_Atomic uint64_t sleep_until;
+	/* a waiting batch's deadline was set without waking the engine: the
+	 * wait ends by itself soon enough (deadline_set); an arm still wakes
+	 * it (uiw_engine_unpark) (lock) */
+	bool dl_unseen;
 };
 
 static struct uiw_engine engine = {
@@ -404,9 +414,9 @@ static void poller_here(void)
 }
 
 /* See rdmap/internal.h. */
-void uiw_engine_poller_busy(uint64_t now)
+void uiw_engine_poller_busy(uint64_t now, bool streaming)
 {
-	if (tl_proxy_parks && tl_poller_pass)
+	if (tl_proxy_parks && (tl_poller_pass || streaming))
 		poller_at(now ? now : uiw_now_ns());
 }
 
@@ -498,6 +508,27 @@ static void deadline_set(struct uiw_qp *qp, uint64_t at_ns, bool tx)
 		/* a parked engine is not woken: pollers are there (they
 		 * push what waits) and its nap ends within PARK_NS */
 		wake = (!qp->deadline_ns || at_ns < qp->deadline_ns) && !engine.parked;
+		/* Nor, for a batch that waits for its poster's next post or
+		 * poll (tx.c may_defer, carry_waits), an engine whose epoll
+		 * wait ends within PARK_MAX_NS of the deadline anyway (it is
+		 * capped so while a poller has been around: engine_main). The
+		 * poster is there, setting it: it or a poll of the QP's CQ
+		 * sends the batch before the deadline nearly always, and each
+		 * of those wake-ups preempted the poster on a host with few
+		 * cores for an engine with nothing to do (ib_write_bw -s 65536:
+		 * 350-1 000 a second). Only a poster that polls (its last
+		 * uiw_engine_proxy parked the engine): one that sleeps on a
+		 * completion channel (rping) is not back before the deadline.
+		 * A poller that stops without a post or a poll leaves the
+		 * batch at most PARK_MAX_NS, once, as a parked engine's
+		 * streams; one that arms its CQ to sleep wakes the engine
+		 * (dl_unseen). */
+		if (wake && tx && tl_proxy_parks &&
+		    atomic_load_explicit(&engine.sleep_until, memory_order_relaxed) <=
+			at_ns + PARK_MAX_NS) {
+			wake = false;
+			engine.dl_unseen = true;
+		}
 		if (!qp->deadline_ns || at_ns < qp->deadline_ns)
 			qp->deadline_ns = at_ns;
 	}
@@ -664,9 +695,13 @@ void uiw_engine_leave(void)
 /* See rdmap/internal.h. */
 void uiw_engine_unpark(void)
 {
+	/* this thread is about to sleep (an arm): its posts' batches are the
+	 * engine's (deadline_set) until its next poll parks the engine again */
+	tl_proxy_parks = false;
 	atomic_store_explicit(&engine.proxy_ns, 0, memory_order_relaxed);
 	pthread_mutex_lock(&engine.lock);
-	bool wake = engine.started && engine.parked;
+	bool wake = engine.started && (engine.parked || engine.dl_unseen);
+	engine.dl_unseen = false;
 	pthread_mutex_unlock(&engine.lock);
 	if (wake) {
 		engine_wake();
@@ -779,7 +814,19 @@ static void *engine_main(void *arg)
 	for (;;) {
 		if (!engine_park()) {
 			pthread_mutex_lock(&engine.lock);
-			int64_t tmo = next_timeout_locked(uiw_now_ns());
+			uint64_t now = uiw_now_ns();
+			int64_t tmo = next_timeout_locked(now);
+			/* a poller was around in the last POLLER_GONE_NS: the
+			 * wait ends within PARK_MAX_NS, so that a waiting batch's
+			 * deadline set meanwhile needs no wake-up (deadline_set) */
+			uint64_t p = atomic_load_explicit(&engine.proxy_ns, memory_order_relaxed);
+			if (p && now - p < POLLER_GONE_NS &&
+			    (tmo < 0 || tmo > (int64_t)PARK_MAX_NS))
+				tmo = (int64_t)PARK_MAX_NS;
+			atomic_store_explicit(&engine.sleep_until,
+					      tmo < 0 ? UINT64_MAX : now + (uint64_t)tmo,
+					      memory_order_relaxed);
+			engine.dl_unseen = false;
 			pthread_mutex_unlock(&engine.lock);
 			int n = 0;
 			if (spin_us && tmo != 0) {
@@ -803,6 +850,8 @@ static void *engine_main(void *arg)
 			}
 			atomic_store(&engine.waiting, false);
 			atomic_store_explicit(&engine.nudged, false, memory_order_relaxed);
+			/* awake: it looks at the deadlines before it waits again */
+			atomic_store_explicit(&engine.sleep_until, 0, memory_order_relaxed);
 			if (n > 0)
 				run_events(ev, n, ROLE_ENGINE);
 		}
@@ -888,6 +937,8 @@ static void engine_atfork_child(void)
 	atomic_store(&engine.proxy_ns, 0);
 	atomic_store(&engine.waiting, false); /* the parent's engine may have been in its wait */
 	atomic_store(&engine.nudged, false);
+	atomic_store(&engine.sleep_until, 0);
+	engine.dl_unseen = false;
 	pthread_mutex_init(&engine.lock, NULL);
 	pthread_cond_init(&engine.cycled, NULL);
 	in_proxy = false;

@@ -972,7 +972,7 @@ int uiw_rx_run(struct uiw_qp *qp, size_t budget)
 			}
 			if (qp->mpa.rx_bytes - seen >= RX_SEEN_BYTES) {
 				seen = qp->mpa.rx_bytes; /* a long pass: the poller is here */
-				uiw_engine_poller_busy(0);
+				uiw_engine_poller_busy(0, false);
 			}
 			int r = ddp_rx_header(&qp->mpa, s);
 			if (r == -EAGAIN)

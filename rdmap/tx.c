@@ -560,7 +560,12 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role)
 			}
 			qp->tx_deferred = false;
 			qp->tx_last_push_ns = uiw_now_ns();
-			uiw_engine_poller_busy(qp->tx_last_push_ns);
+			/* a poller's push, or a streaming poster's (it polls
+			 * again soon): the engine stays parked. Not a poster
+			 * with a message or two out (ib_write_lat's spins on
+			 * its memory for the answer, which the engine takes) */
+			uiw_engine_poller_busy(qp->tx_last_push_ns,
+					       role == ROLE_POSTER && uiw_tx_streaming(qp));
 			atomic_store_explicit(&qp->pp_push_ns, qp->tx_last_push_ns,
 					      memory_order_relaxed);
 			atomic_fetch_add_explicit(&qp->pp_pushes, 1, memory_order_relaxed);
