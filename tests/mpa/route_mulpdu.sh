@@ -28,8 +28,8 @@
 #       in, then checks every byte. Without autocorking a push that ends
 #       off a segment boundary leaves a short segment on the wire, so at
 #       most half of the pushes may have left one (UIW_SEGMENTS_SHORT_PCT,
-#       default 50). Measured on an Intel Xeon host: 23-31 % with the
-#       feature (Release and ASan), 68-83 % with pushes ending whole.
+#       default 50). Measured on an Intel Xeon host: 19-32 % with the
+#       feature (Release and ASan), 60-83 % with pushes ending whole.
 # Needs root (exit 77 otherwise).
 set -u
 EP=$1
