@@ -7,7 +7,7 @@
  * allow on a path; uiwarp's RDMA Write at the same size is compared with it
  * as well as with raw TCP (docs/performance.md, "The framing floor").
  *
- *   uiwarp-bench-mpa server -B ADDR -p PORT [-T SECS] [-C CC] [-c 0|1]
+ *   uiwarp-bench-mpa server -B ADDR -p PORT [-T SECS] [-C CC] [-c 0|1] [-w -s SIZE]
  *   uiwarp-bench-mpa bw -H ADDR -p PORT -s SIZE -t SECS [-C CC] [-c 0|1] [-m MULPDU]
  *
  * The client streams SIZE-byte messages for SECS seconds with TCP_NODELAY
@@ -23,6 +23,13 @@
  * the end sends back the count of payload bytes. The client prints one
  * line, as ../shared/bench's tcpbench does:
  *   bw size=SIZE secs=S rcvd=BYTES Gbit/s=G crc=0|1 mulpdu=M
+ * With -w the server reads each whole SIZE-byte message (all its FPDUs: the
+ * payloads to their offsets, each trailer with the next header to its own
+ * scratch slot) with one recvmsg, as a receiver that knew every FPDU's
+ * length in advance could (what a Read Response's known sink allows): the
+ * floor with TCP's one recvmsg per message, not one per FPDU. The client
+ * must send SIZE-byte messages with the same MULPDU; any other FPDU ends
+ * the run with exit 1.
  * (payload bytes the server received and checked, over the client's time up
  * to the server's answer). -C sets TCP_CONGESTION. The server takes one
  * connection and exits; -T bounds its wait (default 120 s). -c must be the
@@ -150,8 +157,71 @@ out:
 	return got;
 }
 
+/* The server with -w: each SIZE-byte message of FPDUs of at most mulpdu
+ * ULPDU bytes in one recvmsg, then every header and CRC checked; returns
+ * the payload bytes. */
+static uint64_t serve_whole(int fd, int crc_on, size_t size, size_t mulpdu)
+{
+	size_t per = mulpdu - (HDR - 2), nf = (size + per - 1) / per;
+	unsigned char *buf = malloc(size), hdr[HDR];
+	unsigned char(*slot)[4 + 4 + HDR] = calloc(nf, sizeof(*slot));
+	struct iovec *v = calloc(2 * nf, sizeof(*v));
+	uint64_t got = 0;
+	if (!buf || !slot || !v)
+		die("malloc");
+	struct iovec v0 = {hdr, HDR};
+	if (read_iov(fd, &v0, 1) != HDR)
+		goto out; /* nothing sent */
+	for (;;) {
+		size_t whole = 0;
+		for (size_t i = 0; i < nf; i++) {
+			size_t off = i * per, len = size - off < per ? size - off : per;
+			size_t pad = pad_of(len + HDR - 2);
+			v[2 * i] = (struct iovec){buf + off, len};
+			v[2 * i + 1] = (struct iovec){slot[i], pad + 4 + HDR};
+			whole += len + pad + 4 + HDR;
+		}
+		size_t r = read_iov(fd, v, (int)(2 * nf));
+		const unsigned char *h = hdr;
+		size_t need = 0; /* stream bytes up to FPDU i's CRC */
+		for (size_t i = 0; i < nf; i++) {
+			size_t off = i * per, len = size - off < per ? size - off : per;
+			size_t pad = pad_of(len + HDR - 2);
+			uint64_t to;
+			memcpy(&to, h + 8, 8);
+			need += len + pad + 4 + (i ? HDR : 0);
+			if (r < need || ((size_t)h[0] << 8 | h[1]) != len + HDR - 2 ||
+			    be64toh(to) != off) {
+				errno = 0;
+				die("an FPDU that is not the -s SIZE message's (-w)");
+			}
+			if (crc_on) {
+				uint32_t c = crc32c(0, h, HDR), want;
+				c = crc32c(c, buf + off, len);
+				c = crc32c(c, slot[i], pad);
+				memcpy(&want, slot[i] + pad, 4);
+				if (c != ntohl(want)) {
+					errno = 0;
+					die("CRC32c mismatch");
+				}
+			}
+			got += len;
+			h = slot[i] + pad + 4;
+		}
+		if (r < whole)
+			break; /* the last message: the stream ended after it */
+		memcpy(hdr, h, HDR);
+	}
+out:
+	free(v);
+	free(slot);
+	free(buf);
+	return got;
+}
+
 struct mpa_opts {
 	int crc_on;
+	int whole;
 	size_t mulpdu;
 };
 
@@ -160,6 +230,8 @@ static int mpa_opt(int opt, const char *arg, void *ctx)
 	struct mpa_opts *m = ctx;
 	if (opt == 'c')
 		m->crc_on = atoi(arg) != 0;
+	else if (opt == 'w')
+		m->whole = 1;
 	else if (opt == 'm')
 		m->mulpdu = strtoul(arg, NULL, 0);
 	return m->mulpdu > HDR && m->mulpdu <= 65535 ? 0 : -1;
@@ -168,8 +240,9 @@ static int mpa_opt(int opt, const char *arg, void *ctx)
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
-	struct mpa_opts mo = {1, 65532};
-	if (bench_parse(argc, argv, &o, "5306", "[-c 0|1] [-m MULPDU]", "c:m:", mpa_opt, &mo) ||
+	struct mpa_opts mo = {1, 0, 65532};
+	if (bench_parse(argc, argv, &o, "5306", "[-c 0|1] [-m MULPDU] [-w]", "c:m:w", mpa_opt,
+			&mo) ||
 	    o.size > (1u << 30))
 		return 2;
 	size_t size = o.size, mulpdu = mo.mulpdu;
@@ -181,7 +254,8 @@ int main(int argc, char **argv)
 	if (fd < 0)
 		die(what);
 	if (o.server) {
-		uint64_t be = htobe64(serve(fd, crc_on));
+		uint64_t be =
+		    htobe64(mo.whole ? serve_whole(fd, crc_on, size, mulpdu) : serve(fd, crc_on));
 		if (write(fd, &be, sizeof(be)) != (ssize_t)sizeof(be))
 			die("answer");
 		close(fd);
