@@ -469,6 +469,11 @@ int uiw_tx_run(struct uiw_qp *qp, enum prog_role role);
  * wrapping: cq.c tells a poller that answers the peer (Read Responses)
  * from one that only watches. */
 unsigned uiw_tx_thread_pushes(void);
+/* How many receive passes of the calling thread (any QP) read stream
+ * bytes, wrapping: cq.c tells a poller that takes a passive RDMA Write's
+ * bytes (no completion for the whole transfer) from one that finds
+ * nothing. */
+unsigned uiw_rx_thread_reads(void);
 /* Whether the QP's poster is streaming: DEFER_DEPTH (8) or more WRs posted
  * whose completions are not yet polled (tx.c, "Doorbell batching"). A
  * relaxed read of two counters, no lock: a hint for cq.c, not a state. */

@@ -941,14 +941,34 @@ void uiw_rx_reset(struct uiw_qp *qp)
 	atomic_store(&qp->rx_rq_waiting, false);
 }
 
+static _Thread_local unsigned tl_reads;
+
+/* See rdmap/internal.h. */
+unsigned uiw_rx_thread_reads(void)
+{
+	return tl_reads;
+}
+
 /* Bytes a pass reads between two uiw_engine_poller_busy (~50 us at 5 GB/s) */
 #define RX_SEEN_BYTES (256u * 1024)
+
+static int rx_run(struct uiw_qp *qp, size_t budget, uint64_t start);
 
 /* See rdmap/internal.h. */
 int uiw_rx_run(struct uiw_qp *qp, size_t budget)
 {
+	uint64_t start = qp->mpa.rx_bytes;
+	int r = rx_run(qp, budget, start);
+	if (qp->mpa.rx_bytes != start)
+		tl_reads++;
+	return r;
+}
+
+/* uiw_rx_run's state machine; start: qp->mpa.rx_bytes when the pass began. */
+static int rx_run(struct uiw_qp *qp, size_t budget, uint64_t start)
+{
 	struct ddp_rx_seg *s = &qp->rx_seg;
-	uint64_t start = qp->mpa.rx_bytes, seen = start;
+	uint64_t seen = start;
 	struct uiw_term t;
 	for (;;) {
 		switch (qp->rx_state) {
