@@ -103,6 +103,22 @@ static size_t read_iov(int fd, struct iovec *v, int n)
 	return got;
 }
 
+/* Checks one received FPDU's CRC32c over its header (HDR bytes at h), its
+ * payload (len bytes) and its pad (at trailer); the CRC field follows the
+ * pad. A mismatch ends the run with exit 1. */
+static void check_crc(const unsigned char *h, const unsigned char *payload, size_t len,
+		      const unsigned char *trailer, size_t pad)
+{
+	uint32_t c = crc32c(0, h, HDR), want;
+	c = crc32c(c, payload, len);
+	c = crc32c(c, trailer, pad);
+	memcpy(&want, trailer + pad, 4);
+	if (c != ntohl(want)) {
+		errno = 0;
+		die("CRC32c mismatch");
+	}
+}
+
 /* The server: FPDU by FPDU until the stream ends; returns the payload bytes. */
 static uint64_t serve(int fd, int crc_on)
 {
@@ -137,16 +153,8 @@ static uint64_t serve(int fd, int crc_on)
 		size_t r = read_iov(fd, v, 2);
 		if (r < len + pad + 4)
 			die("the stream ended inside an FPDU");
-		if (crc_on) {
-			uint32_t c = crc32c(0, hdr, HDR), want;
-			c = crc32c(c, buf + to, len);
-			c = crc32c(c, scratch, pad);
-			memcpy(&want, scratch + pad, 4);
-			if (c != ntohl(want)) {
-				errno = 0;
-				die("CRC32c mismatch");
-			}
-		}
+		if (crc_on)
+			check_crc(hdr, buf + to, len, scratch, pad);
 		got += len;
 		if (r < len + pad + 4 + HDR)
 			break; /* the last FPDU: the stream ended after it */
@@ -195,16 +203,8 @@ static uint64_t serve_whole(int fd, int crc_on, size_t size, size_t mulpdu)
 				errno = 0;
 				die("an FPDU that is not the -s SIZE message's (-w)");
 			}
-			if (crc_on) {
-				uint32_t c = crc32c(0, h, HDR), want;
-				c = crc32c(c, buf + off, len);
-				c = crc32c(c, slot[i], pad);
-				memcpy(&want, slot[i] + pad, 4);
-				if (c != ntohl(want)) {
-					errno = 0;
-					die("CRC32c mismatch");
-				}
-			}
+			if (crc_on)
+				check_crc(h, buf + off, len, slot[i], pad);
 			got += len;
 			h = slot[i] + pad + 4;
 		}
