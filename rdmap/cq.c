@@ -224,7 +224,8 @@ static void cq_progress(struct uiw_cq *cq, bool if_streaming, uint64_t direct_ns
  * to find it taken. A wait the answer did not end halves the score (a
  * late answer, as when a wake-up elsewhere delays the peer on a host with
  * few cores, leaves it waiting next time; a changed pattern costs two
- * waits) and wakes the engine. */
+ * waits) and wakes the engine; so does a poll that does not wait for a
+ * QP the peer last answered with a Write (its score too low). */
 #define REPLY_GAPS 4
 /* Not shorter: an answer that one wake-up of the peer's engine delays
  * (tens of µs here) missed a wait of 10-50 µs, and every miss woke our
@@ -250,17 +251,36 @@ static void reply_wait(struct uiw_cq *cq, const struct uiw_wc *last)
 	if (!qp || !last->sq_credits || !atomic_load_explicit(&cq->pingpong, memory_order_relaxed))
 		return; /* not a send completion, or no such QP here: no lock taken */
 	pthread_rwlock_rdlock(&cq->qps_lock);
-	bool go = qp_attached_locked(cq, qp) &&
-		  atomic_load_explicit(&qp->pp_score, memory_order_relaxed) >= UIW_PP_MIN &&
-		  uiw_tx_outstanding(qp) == 0;
-	go = go && !uiw_cq_count(cq); /* more to report: no wait */
+	/* nothing of the QP's outstanding and nothing more to report: the
+	 * application's next step may be a spin on its memory */
+	bool quiet = qp_attached_locked(cq, qp) && uiw_tx_outstanding(qp) == 0 && !uiw_cq_count(cq);
+	bool go = quiet && atomic_load_explicit(&qp->pp_score, memory_order_relaxed) >= UIW_PP_MIN;
+	/* the peer answered our last messages with RDMA Writes, which
+	 * complete nothing here: a poll of ours takes its next one, or the
+	 * engine does */
+	quiet = quiet && atomic_load_explicit(&qp->pp_last_write, memory_order_relaxed);
 	uint64_t gap = go ? atomic_load_explicit(&qp->pp_gap_ns, memory_order_relaxed) : 0;
 	unsigned msgs = go ? atomic_load_explicit(&qp->rx_msgs, memory_order_acquire) : 0;
 	if (go)
 		atomic_fetch_add_explicit(&qp->pp_waits, 1, memory_order_relaxed);
 	pthread_rwlock_unlock(&cq->qps_lock);
-	if (!go)
+	if (!go) {
+		/* A Write ping-pong whose score late answers cut below
+		 * UIW_PP_MIN (a late one sets it to 0): the answer is the
+		 * engine's, which must not stay parked for the poller that
+		 * made this poll, since the application now spins on its
+		 * memory and polls nothing until the answer is in (a park
+		 * grows to PARK_MAX_NS while pollers keep coming, progress.c).
+		 * Both ends of ib_write_lat spun on their memory for up to 24
+		 * ms, ~75 times in 2 s, a quarter of the run: each late answer
+		 * left the score at 0 and the next answer to a parked engine,
+		 * late again. The engine is woken instead (tens of µs; the
+		 * answers it takes in time raise the score, and the waits
+		 * resume after UIW_PP_MIN of them). */
+		if (quiet)
+			uiw_engine_unpark();
 		return;
+	}
 	uiw_engine_leave();
 	uint64_t bound = REPLY_GAPS * gap < REPLY_MIN_NS   ? REPLY_MIN_NS
 			 : REPLY_GAPS * gap > REPLY_MAX_NS ? REPLY_MAX_NS

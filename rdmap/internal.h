@@ -409,6 +409,7 @@ struct uiw_qp {
 	atomic_uint rx_msgs;
 	atomic_uint pp_score;
 	_Atomic uint64_t pp_gap_ns;
+	atomic_bool pp_last_write; /* the peer's last message completed here was an RDMA Write */
 	atomic_uint pp_waits, pp_hits; /* reply_wait's spins, and those the answer ended */
 	uint8_t term_payload[RDMAP_TERM_MAX_PAYLOAD];
 	uint32_t term_len;

@@ -156,6 +156,8 @@ void uiw_rx_msg_done(struct uiw_qp *qp, bool write)
 			atomic_store_explicit(&qp->pp_score, 0, memory_order_relaxed);
 		}
 	}
+	if (atomic_load_explicit(&qp->pp_last_write, memory_order_relaxed) != write)
+		atomic_store_explicit(&qp->pp_last_write, write, memory_order_relaxed);
 	/* one writer (the rx side): a store, not a locked add per message */
 	atomic_store_explicit(&qp->rx_msgs,
 			      atomic_load_explicit(&qp->rx_msgs, memory_order_relaxed) + 1,
