@@ -272,6 +272,8 @@ int uiw_connect(struct uiw_qp *qp, const struct sockaddr *src, const struct sock
 		return fd;
 	}
 	log_mptcp(fd);
+	if (cfg->tcp.short_rcvbuf)
+		(void)uiw_tcp_short_path_rcvbuf(fd);
 	struct uiw_stream *s = uiw_stream_tcp(fd);
 	if (!s) {
 		close(fd);
@@ -505,6 +507,8 @@ int uiw_listener_get_request(struct uiw_listener *l, int timeout_ms, struct uiw_
 			continue;
 		uiw_tcp_apply_opts(fd, &cfg->tcp);
 		log_mptcp(fd);
+		if (cfg->tcp.short_rcvbuf)
+			(void)uiw_tcp_short_path_rcvbuf(fd);
 		struct uiw_stream *s = uiw_stream_tcp(fd);
 		if (!s) {
 			close(fd);

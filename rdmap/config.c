@@ -108,6 +108,7 @@ static void config_load(void)
 	cfg.tcp.sndbuf = b > 0 && b <= INT_MAX / 2 ? (int)b : 0;
 	b = env_long("UIWARP_TCP_RCVBUF", 0);
 	cfg.tcp.rcvbuf = b > 0 && b <= INT_MAX / 2 ? (int)b : 0;
+	cfg.tcp.short_rcvbuf = b == 0; /* -1: autotuning on every path */
 	b = env_long("UIWARP_TCP_NOTSENT_LOWAT", 0);
 	cfg.tcp.notsent_lowat = b > 0 && b <= INT_MAX ? (int)b : 0;
 	cfg.tcp.tos = -1;

@@ -124,6 +124,10 @@ struct uiw_tcp_opts {
 	 * kernel. Under MPTCP TCP_USER_TIMEOUT is not honoured (the engine
 	 * keeps the dead-peer bound through silent_ms): docs/wan.md. */
 	bool mptcp;
+	/* rcvbuf 0 and this set (UIWARP_TCP_RCVBUF unset): a connected
+	 * socket on a short path gets a fixed receive buffer
+	 * (uiw_tcp_short_path_rcvbuf); false: autotuning always (-1) */
+	bool short_rcvbuf;
 };
 
 /* Wraps a connected TCP socket: sets O_NONBLOCK and TCP_NODELAY (best
@@ -171,6 +175,25 @@ int uiw_tcp_listen(const struct sockaddr *addr, int backlog, bool v6only,
  * MTU (rtnetlink) when that lookup works. Returns it or -errno from
  * getsockopt (-EBADF, -ENOTSOCK). */
 int uiw_tcp_emss(int fd);
+
+/* The handshake RTT (TCP_INFO tcpi_rtt, µs) under which a path counts as
+ * short, and the receive buffer (bytes, SO_RCVBUF) such a path gets. */
+#define UIW_SHORT_PATH_RTT_US 200
+#define UIW_SHORT_PATH_RCVBUF (4 << 20)
+/* A connected TCP socket whose handshake RTT is under
+ * UIW_SHORT_PATH_RTT_US (one host, a LAN) gets a UIW_SHORT_PATH_RCVBUF
+ * receive buffer when net.core.rmem_max allows that much, instead of the
+ * kernel's autotuning: Linux grows an autotuned buffer only when the bytes
+ * read within one receiver RTT exceed the last such count
+ * (tcp_rcv_space_adjust), which one recvmsg of at most one 64 KiB FPDU
+ * at a few µs of RTT never does, so a connection that did not grow at its
+ * start stayed near 0.5 MB for its life (1 MiB RDMA Writes on loopback at
+ * 39-50 instead of 59-67 Gbit/s, docs/performance.md). A 4 MiB buffer
+ * covers 160 Gbit/s at 200 µs; a longer path keeps autotuning (up to
+ * tcp_rmem's maximum). Returns 1 when the buffer was set, 0 when the
+ * socket was left as it was (a long path, an RTT not known yet, rmem_max
+ * too small), -errno when TCP_INFO or SO_RCVBUF failed. */
+int uiw_tcp_short_path_rcvbuf(int fd);
 
 /* The TCP stream's sendv and recvv on a connected socket fd, for a stream
  * that keeps the kernel socket underneath (TLS records sealed by the

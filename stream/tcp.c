@@ -361,6 +361,42 @@ struct uiw_stream *uiw_stream_tcp(int fd)
 	return s;
 }
 
+/* net.core.rmem_max in bytes, read once (-1: not readable). */
+static long rmem_max(void)
+{
+	static long v = -2;
+	long cur = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	if (cur != -2)
+		return cur;
+	long r = -1;
+	FILE *f = fopen("/proc/sys/net/core/rmem_max", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &r) != 1)
+			r = -1;
+		fclose(f);
+	}
+	__atomic_store_n(&v, r, __ATOMIC_RELAXED);
+	return r;
+}
+
+/* See stream/stream.h. */
+int uiw_tcp_short_path_rcvbuf(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return -errno;
+	if (ti.tcpi_rtt == 0 || ti.tcpi_rtt >= UIW_SHORT_PATH_RTT_US)
+		return 0;
+	if (rmem_max() < UIW_SHORT_PATH_RCVBUF)
+		return 0;
+	int b = UIW_SHORT_PATH_RCVBUF;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof(b)) < 0)
+		return -errno;
+	return 1;
+}
+
 /* See stream/stream.h. */
 void uiw_tcp_apply_opts(int fd, const struct uiw_tcp_opts *o)
 {

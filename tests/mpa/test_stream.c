@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,46 @@
 struct pair {
 	struct uiw_stream *a, *b; /* a: connecting end, b: accepted end */
 };
+
+/* A loopback connection is a short path (its handshake RTT is µs): both
+ * ends get UIW_SHORT_PATH_RCVBUF (the kernel reports twice what was set)
+ * when net.core.rmem_max allows it, and are left as they were when it
+ * does not; a descriptor that is no TCP socket is an error. */
+static void test_short_path_rcvbuf(void **state)
+{
+	(void)state;
+	int fds[2] = {-1, -1};
+	assert_int_equal(tcp_pair(fds), 0);
+	long rmax = -1;
+	FILE *f = fopen("/proc/sys/net/core/rmem_max", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &rmax) != 1)
+			rmax = -1;
+		fclose(f);
+	}
+	for (int i = 0; i < 2; i++) {
+		int before = 0, after = 0;
+		socklen_t len = sizeof(int);
+		assert_int_equal(getsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &before, &len), 0);
+		int r = uiw_tcp_short_path_rcvbuf(fds[i]);
+		assert_int_equal(getsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &after, &len), 0);
+		if (rmax >= UIW_SHORT_PATH_RCVBUF) {
+			assert_int_equal(r, 1);
+			assert_true(after >= UIW_SHORT_PATH_RCVBUF);
+		} else {
+			print_message("rmem_max %ld: the buffer stays autotuned\n", rmax);
+			assert_int_equal(r, 0);
+			assert_int_equal(after, before);
+		}
+	}
+	close(fds[0]);
+	close(fds[1]);
+	int u[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, u), 0);
+	assert_true(uiw_tcp_short_path_rcvbuf(u[0]) < 0);
+	close(u[0]);
+	close(u[1]);
+}
 
 static int setup(void **state)
 {
@@ -449,6 +490,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_wrap_options),
+	    cmocka_unit_test(test_short_path_rcvbuf),
 	    cmocka_unit_test_setup_teardown(test_emss, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_small_iov, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sendv_never_blocks, setup, teardown),
